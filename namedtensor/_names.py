@@ -1,0 +1,765 @@
+"""Every name rule of the library, as pure functions on name tuples.
+
+A tensor's names are a tuple with one entry per dim: a ``str`` (a valid Python
+identifier) or ``None`` (unnamed).  The three rules (DESIGN.md §2):
+
+1. Names ride along: each op has one rule for its output names (functions here).
+2. Broadcasting is positional and checked by name: operands are right-aligned; at
+   each position the names are equal or one is ``None``; a name paired with
+   ``None`` must not appear elsewhere in the other operand (:func:`unify`).
+3. Dims are addressed by name wherever an axis is taken (:func:`axis`).
+
+Nothing here touches arrays.  Functions take and return tuples and ints, so
+they are cached on their (hashable) arguments: names repeat every training
+step, and a cache hit costs one dict lookup.  Every name problem raises
+:class:`NamesError` with a message that names the op, shows each operand's
+names, says which rule broke and suggests the fix.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Hashable, Iterable, Optional, Sequence, Tuple
+
+Name = Optional[str]
+Names = Tuple[Name, ...]
+
+_cache = lru_cache(maxsize=8192)
+
+
+class NamesError(ValueError):
+    """A name rule was broken: invalid, duplicate, mismatched, misaligned or unknown dim names."""
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def fmt(names: Sequence[Name]) -> str:
+    """``('batch', None)`` as it reads in messages."""
+    inner = ", ".join("None" if n is None else repr(n) for n in names)
+    return f"({inner},)" if len(names) == 1 else f"({inner})"
+
+
+def _dim_label(names: Names, ax: int) -> str:
+    n = names[ax]
+    return f"dim {ax} ({n!r})" if n is not None else f"dim {ax}"
+
+
+# --------------------------------------------------------------------------- validity
+
+
+@lru_cache(maxsize=None)
+def unnamed(ndim: int) -> Names:
+    """The names of an unnamed tensor of ``ndim`` dims (one shared tuple per ndim)."""
+    return (None,) * ndim
+
+
+def is_named(names: Names) -> bool:
+    return names is not unnamed(len(names)) and any(n is not None for n in names)
+
+
+def _check_name(name: object, op: str) -> None:
+    if name is None:
+        return
+    if not isinstance(name, str):
+        raise NamesError(
+            f"{op}: a dim name must be a str or None, got {name!r} of type {type(name).__name__}."
+        )
+    if not name.isidentifier():
+        raise NamesError(
+            f"{op}: invalid dim name {name!r}: a name must be a Python identifier "
+            "(letters, digits and '_', not starting with a digit)."
+        )
+
+
+@_cache
+def _validated(names: Names, op: str) -> Names:
+    for n in names:
+        _check_name(n, op)
+    seen = set()
+    for n in names:
+        if n is not None:
+            if n in seen:
+                raise NamesError(
+                    f"{op}: duplicate dim name {n!r} in {fmt(names)}: names must be unique "
+                    "within a tensor (any number of dims may be None)."
+                )
+            seen.add(n)
+    if not any(n is not None for n in names):
+        return unnamed(len(names))
+    return names
+
+
+def validate(names: Iterable[Name] | None, ndim: int, op: str = "tensor") -> Names:
+    """Check ``names`` for a tensor of ``ndim`` dims and return them as a tuple.
+
+    ``None`` means unnamed.  A single ``str`` is refused (a common slip for ``("x",)``).
+    """
+    if names is None:
+        return unnamed(ndim)
+    if isinstance(names, str):
+        raise NamesError(f"{op}: names must be a sequence of names, not the str {names!r}; write ({names!r},).")
+    try:
+        names = tuple(names)
+    except TypeError:
+        raise TypeError(f"{op}: names must be a sequence of str or None, got {type(names).__name__}.") from None
+    if len(names) != ndim:
+        raise NamesError(
+            f"{op}: got {len(names)} names {fmt(names)} for a tensor with {ndim} dims; give one name (or None) per dim."
+        )
+    return _validated(names, op)
+
+
+# --------------------------------------------------------------------------- rule 2: unify
+
+
+def _misaligned(op: str, a: Names, b: Names, name: str, fix: str) -> NamesError:
+    return NamesError(
+        f"{op}: dims {fmt(a)} and {fmt(b)} are misaligned: {name!r} is at a different position "
+        f"from the right in each (names must line up when broadcasting by position). {fix}"
+    )
+
+
+@_cache
+def unify(a: Names, b: Names, op: str = "op") -> Names:
+    """Output names of broadcasting ``a`` with ``b`` (rule 2), or a NamesError."""
+    if a is b:
+        return a
+    na, nb = len(a), len(b)
+    n = na if na > nb else nb
+    out = []
+    for k in range(n, 0, -1):
+        x = a[na - k] if k <= na else None
+        y = b[nb - k] if k <= nb else None
+        if x is not None and y is not None:
+            if x != y:
+                raise NamesError(
+                    f"{op}: dims {fmt(a)} and {fmt(b)} do not match at position {-k} from the right: "
+                    f"{x!r} vs {y!r}. Broadcasting is by position and checked by name. "
+                    "To broadcast by name use b.align_as(a) (or nt.align(a, b)); "
+                    "if the dims are really the same, rename one of them."
+                )
+            out.append(x)
+        elif x is not None:
+            if x in b:
+                raise _misaligned(op, a, b, x, "To broadcast by name use b.align_as(a) or nt.align(a, b).")
+            out.append(x)
+        elif y is not None:
+            if y in a:
+                raise _misaligned(op, a, b, y, "To broadcast by name use b.align_as(a) or nt.align(a, b).")
+            out.append(y)
+        else:
+            out.append(None)
+    return validate(out, n, op)
+
+
+def unify_all(names: Sequence[Names], op: str) -> Names:
+    out = names[0]
+    for other in names[1:]:
+        out = unify(out, other, op)
+    return out
+
+
+# --------------------------------------------------------------------------- rule 3: dims by name
+
+
+@_cache
+def axis(names: Names, dim: Hashable, op: str = "op") -> int:
+    """The non-negative axis of ``dim`` (a name or an int, negative counting from the end)."""
+    ndim = len(names)
+    if isinstance(dim, str):
+        try:
+            return names.index(dim)
+        except ValueError:
+            raise NamesError(
+                f"{op}: no dim named {dim!r} in a tensor with names {fmt(names)}. "
+                "Check the spelling, or name the dim first with refine_names/rename."
+            ) from None
+    if dim is None:
+        raise NamesError(f"{op}: a dim must be a name or an int, got None.")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        if hasattr(dim, "__index__") and not isinstance(dim, bool):
+            dim = int(dim.__index__())
+        else:
+            raise TypeError(f"{op}: a dim must be a name (str) or an int, got {type(dim).__name__} {dim!r}.")
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dims {fmt(names)}.")
+    return dim % ndim
+
+
+def axis_or_new(names: Names, dim: Hashable, op: str) -> int:
+    """Like :func:`axis`, for ops that may address one past the last dim (insertions)."""
+    ndim = len(names) + 1
+    if isinstance(dim, str):
+        return axis(names, dim, op)
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{op}: a position must be an int, got {type(dim).__name__} {dim!r}.")
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"{op}: position {dim} is out of range for a result with {ndim} dims.")
+    return dim % ndim
+
+
+@_cache
+def axes(names: Names, dims: Hashable, op: str = "op") -> Tuple[int, ...]:
+    """Axes of a dim or a tuple/list of dims; ``None`` means all dims.  No dim may repeat."""
+    if dims is None:
+        return tuple(range(len(names)))
+    if isinstance(dims, (tuple, list)):
+        out = tuple(axis(names, d, op) for d in dims)
+        if len(set(out)) != len(out):
+            raise NamesError(f"{op}: dims {tuple(dims)!r} name the same dim twice in a tensor with names {fmt(names)}.")
+        return out
+    return (axis(names, dims, op),)
+
+
+def hashable_dims(dims):
+    """Dims as a hashable key for the caches (lists become tuples)."""
+    return tuple(dims) if isinstance(dims, list) else dims
+
+
+@_cache
+def reduce(names: Names, dims: Hashable, keepdim: bool, op: str = "reduce") -> Tuple[Tuple[int, ...], Names]:
+    """Axes reduced and the output names: the input's minus the reduced dims (all kept with keepdim)."""
+    ax = axes(names, dims, op)
+    if keepdim:
+        return ax, names
+    return ax, validate([n for i, n in enumerate(names) if i not in ax], len(names) - len(ax), op)
+
+
+@_cache
+def remove(names: Names, ax: int) -> Names:
+    return validate(names[:ax] + names[ax + 1 :], len(names) - 1)
+
+
+@_cache
+def insert(names: Names, ax: int, name: Name, op: str = "unsqueeze") -> Names:
+    """Names with ``name`` inserted at position ``ax`` (already normalised)."""
+    _check_name(name, op)
+    if name is not None and name in names:
+        raise NamesError(
+            f"{op}: the new dim name {name!r} is already a dim of {fmt(names)}; choose another name."
+        )
+    return validate(names[:ax] + (name,) + names[ax:], len(names) + 1, op)
+
+
+# --------------------------------------------------------------------------- naming
+
+
+def _expand_ellipsis(new: Tuple, current: Names, op: str) -> Tuple:
+    """Replace one ``...`` in ``new`` by the current names of the dims it covers."""
+    count = sum(1 for n in new if n is Ellipsis or n == "...")
+    if count == 0:
+        return new
+    if count > 1:
+        raise NamesError(f"{op}: at most one '...' is allowed, got {new!r}.")
+    i = next(k for k, n in enumerate(new) if n is Ellipsis or n == "...")
+    rest = len(new) - 1
+    if rest > len(current):
+        raise NamesError(
+            f"{op}: {rest} names {new!r} for a tensor with only {len(current)} dims {fmt(current)}."
+        )
+    return new[:i] + current[i : len(current) - (rest - i)] + new[i + 1 :]
+
+
+@_cache
+def rename_positional(names: Names, new: Tuple, op: str = "rename") -> Names:
+    """``t.rename(*new)``: every dim gets a new name; ``...`` keeps the dims it covers."""
+    new = _expand_ellipsis(new, names, op)
+    return validate(new, len(names), op)
+
+
+@_cache
+def rename_mapping(names: Names, mapping: Tuple[Tuple[str, Name], ...], op: str = "rename") -> Names:
+    """``t.rename(old=new)``: rename named dims; each ``old`` must exist."""
+    out = list(names)
+    for old, new in mapping:
+        if old not in names:
+            raise NamesError(
+                f"{op}: cannot rename {old!r} to {new!r}: no dim named {old!r} in {fmt(names)}."
+            )
+        out[names.index(old)] = new
+    return validate(out, len(names), op)
+
+
+@_cache
+def refine(names: Names, new: Tuple, op: str = "refine_names") -> Names:
+    """``refine_names``: a ``None`` dim may get any name, a named dim only its own name."""
+    expanded = _expand_ellipsis(new, names, op)
+    if len(expanded) != len(names):
+        raise NamesError(
+            f"{op}: cannot refine {fmt(names)} to {new!r}: {len(names)} dims but {len(expanded)} names."
+        )
+    for i, (old, n) in enumerate(zip(names, expanded)):
+        if old is not None and old != n:
+            if n is None:
+                why = f"{old!r} is more specific than None"
+            else:
+                why = f"{old!r} is different from {n!r}"
+            raise NamesError(
+                f"{op}: cannot refine {fmt(names)} to {fmt(expanded)}: {why} at dim {i}. "
+                f"refine_names only names unnamed dims; use rename to change a name."
+            )
+    return validate(expanded, len(names), op)
+
+
+@_cache
+def align_to(names: Names, order: Tuple, op: str = "align_to") -> Tuple[Tuple[int, ...], Names]:
+    """Plan for ``align_to(*order)``.
+
+    Returns ``(source, out_names)`` where ``source[j]`` is the input axis that
+    lands at output position ``j``, or ``-1`` for a new size-1 dim.  Without
+    ``...`` every input dim must be named and listed; ``...`` stands for the
+    input dims not listed, in their order (named or not).
+    """
+    ell = [i for i, n in enumerate(order) if n is Ellipsis or n == "..."]
+    if len(ell) > 1:
+        raise NamesError(f"{op}: at most one '...' is allowed, got {order!r}.")
+    listed = [n for n in order if not (n is Ellipsis or n == "...")]
+    for n in listed:
+        if n is None:
+            raise NamesError(f"{op}: the order {order!r} contains None; list dims by name and use '...' for the rest.")
+        _check_name(n, op)
+    if len(set(listed)) != len(listed):
+        raise NamesError(f"{op}: the order {order!r} lists a name twice.")
+    if not ell:
+        for i, n in enumerate(names):
+            if n is None:
+                raise NamesError(
+                    f"{op}: dim {i} of {fmt(names)} is unnamed, so it has no place in {order!r}. "
+                    "Name it with refine_names, or add '...' to keep unnamed dims in order."
+                )
+            if n not in listed:
+                raise NamesError(
+                    f"{op}: dim {n!r} of {fmt(names)} is not in the order {order!r}; list it, or add '...'."
+                )
+    rest = [i for i, n in enumerate(names) if n is None or n not in listed]
+    source = []
+    for n in order:
+        if n is Ellipsis or n == "...":
+            source.extend(rest)
+        else:
+            source.append(names.index(n) if n in names else -1)
+    out = tuple(names[s] if s >= 0 else n for s, n in zip(source, _expand_order(order, names, rest)))
+    return tuple(source), validate(out, len(out), op)
+
+
+def _expand_order(order: Tuple, names: Names, rest) -> list:
+    out = []
+    for n in order:
+        if n is Ellipsis or n == "...":
+            out.extend(names[i] for i in rest)
+        else:
+            out.append(n)
+    return out
+
+
+@_cache
+def align_union(all_names: Tuple[Names, ...], op: str = "align") -> Names:
+    """The target of ``nt.align(*tensors)``: every name, in order of first appearance.
+
+    Names that appear in several tensors must appear in the same relative order in
+    each (otherwise the union order is ambiguous).  Unnamed dims cannot be aligned by
+    name, unless every tensor is fully unnamed (no alignment needed).
+    """
+    for names in all_names:
+        for i, n in enumerate(names):
+            if n is None:
+                raise NamesError(
+                    f"{op}: dim {i} of {fmt(names)} is unnamed; nt.align aligns by name, so every dim of "
+                    f"every tensor needs one (tensors: {', '.join(fmt(x) for x in all_names)}). Use refine_names."
+                )
+    out: list = []
+    for names in all_names:
+        pos = 0
+        for n in names:
+            if n in out:
+                j = out.index(n)
+                if j < pos:
+                    raise NamesError(
+                        f"{op}: the tensors order their shared dims differently "
+                        f"({', '.join(fmt(x) for x in all_names)}); align_to one order first."
+                    )
+                pos = j + 1
+            else:
+                out.insert(pos, n)
+                pos += 1
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- permutations
+
+
+@_cache
+def permute(names: Names, dims: Tuple, op: str = "permute") -> Tuple[Tuple[int, ...], Names]:
+    if any(d is Ellipsis or d == "..." for d in dims):
+        if any(isinstance(d, int) for d in dims):
+            raise NamesError(f"{op}: '...' can only be combined with names, got {dims!r}.")
+        src, out = align_to(names, dims, op)
+        if -1 in src:
+            missing = [d for d, s in zip(dims, src) if s == -1]
+            raise NamesError(f"{op}: no dims named {missing!r} in {fmt(names)}.")
+        return src, out
+    if len(dims) != len(names):
+        raise NamesError(
+            f"{op}: got {len(dims)} dims {dims!r} for a tensor with {len(names)} dims {fmt(names)}; list every dim once "
+            "(or use '...' for the rest)."
+        )
+    perm = axes(names, tuple(dims), op)
+    return perm, tuple(names[p] for p in perm)
+
+
+@_cache
+def transpose(names: Names, d0: Hashable, d1: Hashable, op: str = "transpose") -> Tuple[Tuple[int, ...], Names]:
+    a, b = axis(names, d0, op), axis(names, d1, op)
+    perm = list(range(len(names)))
+    perm[a], perm[b] = perm[b], perm[a]
+    return tuple(perm), tuple(names[p] for p in perm)
+
+
+# --------------------------------------------------------------------------- reshapes
+
+
+@_cache
+def flatten(names: Names, dims: Tuple, out_name: Name, op: str = "flatten") -> Tuple[int, int, Names]:
+    """``flatten(dims, out_name)``: dims must be consecutive and in order; returns (start, stop, names)."""
+    if not dims:
+        raise NamesError(f"{op}: dims cannot be empty.")
+    ax = axes(names, dims, op)
+    start = ax[0]
+    if list(ax) != list(range(start, start + len(ax))):
+        raise NamesError(
+            f"{op}: dims {tuple(dims)!r} must be consecutive and in order in {fmt(names)}; "
+            "permute or align_to first."
+        )
+    _check_name(out_name, op)
+    out = names[:start] + (out_name,) + names[start + len(ax) :]
+    if out_name is not None and out_name in names and out_name not in [names[a] for a in ax]:
+        raise NamesError(f"{op}: the new name {out_name!r} is already a dim of {fmt(names)}.")
+    return start, start + len(ax), validate(out, len(out), op)
+
+
+@_cache
+def unflatten(names: Names, ax: int, new: Names, op: str = "unflatten") -> Names:
+    if not new:
+        raise NamesError(f"{op}: the new sizes must be non-empty.")
+    out = names[:ax] + new + names[ax + 1 :]
+    for n in new:
+        _check_name(n, op)
+        if n is not None and n in names and n != names[ax]:
+            raise NamesError(f"{op}: the new name {n!r} is already a dim of {fmt(names)}.")
+    return validate(out, len(out), op)
+
+
+@_cache
+def broadcast_to(names: Names, new: Names, op: str = "broadcast_to") -> Names:
+    """Names after broadcasting to a shape whose names are ``new`` (right-aligned, rule 2)."""
+    if len(new) < len(names):
+        raise ValueError(f"{op}: cannot broadcast {len(names)} dims {fmt(names)} to {len(new)} dims.")
+    out = unify(names, new, op)
+    return out
+
+
+# --------------------------------------------------------------------------- joins
+
+
+@_cache
+def cat(all_names: Tuple[Names, ...], dim: Hashable, op: str = "cat") -> Tuple[int, Names]:
+    ndims = {len(n) for n in all_names}
+    if len(ndims) != 1:
+        raise ValueError(
+            f"{op}: all tensors must have the same number of dims, got {', '.join(fmt(n) for n in all_names)}."
+        )
+    if 0 in ndims:
+        raise ValueError(f"{op}: zero-dimensional tensors cannot be concatenated; stack them instead.")
+    out = all_names[0]
+    for other in all_names[1:]:
+        if other != out:
+            out = _unify_same_rank(out, other, all_names, op)
+    return axis(out, dim, op), out
+
+
+def _unify_same_rank(a: Names, b: Names, all_names, op) -> Names:
+    try:
+        return unify(a, b, op)
+    except NamesError:
+        raise NamesError(
+            f"{op}: the tensors' names must match dim by dim (None matches any name), got "
+            f"{', '.join(fmt(n) for n in all_names)}. Use align_to or rename so they agree."
+        ) from None
+
+
+@_cache
+def stack(all_names: Tuple[Names, ...], dim: Hashable, op: str = "stack") -> Tuple[int, Names]:
+    """``stack(tensors, dim)``: ``dim`` is a new name (placed first) or an int position (new dim unnamed)."""
+    ndims = {len(n) for n in all_names}
+    if len(ndims) != 1:
+        raise ValueError(
+            f"{op}: all tensors must have the same number of dims, got {', '.join(fmt(n) for n in all_names)}."
+        )
+    out = all_names[0]
+    for other in all_names[1:]:
+        if other != out:
+            out = _unify_same_rank(out, other, all_names, op)
+    if isinstance(dim, str):
+        return 0, insert(out, 0, dim, op)
+    ax = axis_or_new(out, dim, op)
+    return ax, insert(out, ax, None, op)
+
+
+# --------------------------------------------------------------------------- contractions
+
+
+@_cache
+def matmul(a: Names, b: Names, op: str = "matmul") -> Names:
+    """``a @ b``: batch dims unify, contracted dims must have equal names when both are named."""
+    if len(a) == 0 or len(b) == 0:
+        raise ValueError(f"{op}: both operands need at least 1 dim, got {len(a)} and {len(b)} dims.")
+    ka = a[-1]
+    kb = b[-2] if len(b) >= 2 else b[-1]
+    if ka is not None and kb is not None and ka != kb:
+        raise NamesError(
+            f"{op}: the contracted dims differ: {ka!r} (last dim of {fmt(a)}) vs {kb!r} "
+            f"({'second-to-last' if len(b) >= 2 else 'only'} dim of {fmt(b)}). "
+            "matmul checks contracted names; rename one of them if they really are the same dim, "
+            "or use nt.dot(..., over=...) to contract by name."
+        )
+    if len(a) == 1 and len(b) == 1:
+        return ()
+    if len(b) == 1:
+        out = a[:-1]
+        return validate(out, len(out), op)
+    if len(a) == 1:
+        out = b[:-2] + b[-1:]
+        return validate(out, len(out), op)
+    batch_a, batch_b = a[:-2], b[:-2]
+    feat_a, feat_b = a[-2:], b[-2:]
+    for n in batch_a:
+        if n is not None and n in feat_b:
+            raise _misaligned(op, a, b, n, "A batch dim of one operand is a matrix dim of the other; align_to first.")
+    for n in batch_b:
+        if n is not None and n in feat_a:
+            raise _misaligned(op, a, b, n, "A batch dim of one operand is a matrix dim of the other; align_to first.")
+    batch = unify(batch_a, batch_b, op)
+    out = batch + (a[-2], b[-1])
+    if a[-2] is not None and a[-2] == b[-1]:
+        raise NamesError(
+            f"{op}: {fmt(a)} @ {fmt(b)} would give duplicate names {fmt(out)}; rename one of the operands' dims."
+        )
+    return validate(out, len(out), op)
+
+
+@_cache
+def contract(all_names: Tuple[Names, ...], over: Tuple[str, ...], out: Optional[Tuple[str, ...]],
+             op: str = "dot") -> Tuple[Tuple[Tuple[int, ...], ...], Tuple[int, ...], Names]:
+    """Plan a contraction by name: every name gets a letter id; ``over`` is summed.
+
+    Returns ``(operand_ids, out_ids, out_names)``: the ids of each operand's dims and
+    of the output's dims, ready for einsum.
+    """
+    for names in all_names:
+        for i, n in enumerate(names):
+            if n is None:
+                raise NamesError(
+                    f"{op}: contracts by name, but dim {i} of {fmt(names)} is unnamed "
+                    f"(operands: {', '.join(fmt(x) for x in all_names)}). Name it with refine_names."
+                )
+    seen: list = []
+    for names in all_names:
+        for n in names:
+            if n not in seen:
+                seen.append(n)
+    for n in over:
+        _check_name(n, op)
+        if n not in seen:
+            raise NamesError(
+                f"{op}: cannot contract over {n!r}: no operand has it (operands: "
+                f"{', '.join(fmt(x) for x in all_names)})."
+            )
+    if len(set(over)) != len(over):
+        raise NamesError(f"{op}: over={over!r} lists a name twice.")
+    kept = [n for n in seen if n not in over]
+    if out is not None:
+        out = validate(out, len(out), op)
+        if sorted(out, key=str) != sorted(kept, key=str):
+            raise NamesError(
+                f"{op}: out={fmt(out)} must list exactly the dims that are not contracted: {fmt(tuple(kept))}."
+            )
+        kept = list(out)
+    ids = {n: i for i, n in enumerate(seen)}
+    return (tuple(tuple(ids[n] for n in names) for names in all_names), tuple(ids[n] for n in kept), tuple(kept))
+
+
+@_cache
+def outer(a: Names, b: Names, op: str = "outer") -> Names:
+    for n in a:
+        if n is not None and n in b:
+            raise NamesError(
+                f"{op}: {fmt(a)} and {fmt(b)} share the name {n!r}; an outer product needs distinct names "
+                "(use nt.dot to treat it as a batch dim, or rename one)."
+            )
+    return validate(a + b, len(a) + len(b), op)
+
+
+@_cache
+def parse_einsum(spec: str, all_names: Tuple[Names, ...], op: str = "einsum") -> Tuple[Tuple[Names, ...], Names]:
+    """Parse a by-name einsum spec such as ``"batch seq d, d out -> batch seq out"``.
+
+    Operands are separated by ``,`` and their dims by spaces; each word is a dim
+    name.  A spec with no spaces at all is read letter by letter as in NumPy
+    (``"ij,jk->ik"``).  Each operand's names are refined with the spec's (an
+    unnamed dim takes the spec's name, a named dim must match it).
+    Returns the operands' names and the output names.
+    """
+    if "->" not in spec:
+        raise ValueError(f"{op}: the spec {spec!r} needs '->' followed by the output dims.")
+    lhs, rhs = spec.split("->", 1)
+    compact = not any(ch.isspace() for ch in spec.strip())
+    split = (lambda s: tuple(s.strip())) if compact else (lambda s: tuple(s.split()))
+    inputs = [split(s) for s in lhs.split(",")]
+    if len(inputs) != len(all_names):
+        raise ValueError(f"{op}: the spec {spec!r} has {len(inputs)} operands but {len(all_names)} tensors were given.")
+    refined = []
+    for names, wanted in zip(all_names, inputs):
+        if len(wanted) != len(names):
+            raise NamesError(f"{op}: the spec gives {len(wanted)} dims {wanted!r} for an operand with names {fmt(names)}.")
+        refined.append(refine(names, wanted, op))
+    out = split(rhs)
+    return tuple(refined), validate(out, len(out), op)
+
+
+# --------------------------------------------------------------------------- indexing
+
+
+@_cache
+def index(names: Names, key: Tuple, op: str = "getitem") -> Names:
+    """Output names of positional indexing with a normalised key.
+
+    ``key`` is a tuple of tokens, one per index item, with ``...`` already expanded:
+    ``("int",)`` drops a dim, ``("slice",)`` keeps it, ``("new",)`` inserts an unnamed
+    dim, ``("array", names_of_index)`` is an integer-array index, and
+    ``("mask", k, names_of_mask)`` is a boolean mask over ``k`` dims.  Advanced indices
+    follow NumPy's placement: adjacent ones put their result where the first was,
+    separated ones put it in front.  The advanced result takes the index tensors'
+    names (rule 2 among them); a lone unnamed 1-D integer index keeps the dim's name
+    (it selects from that dim); a boolean mask gives one unnamed dim.
+    """
+    out: list = []
+    adv_names: list = []
+    adv_positions: list = []
+    src = 0
+    for tok in key:
+        kind = tok[0]
+        if kind == "int":
+            src += 1
+        elif kind == "slice":
+            out.append(names[src])
+            src += 1
+        elif kind == "new":
+            out.append(None)
+        elif kind == "array":
+            adv_positions.append(len(out))
+            adv_names.append((tok[1], names[src]))
+            out.append(_ADV)
+            src += 1
+        elif kind == "mask":
+            k = tok[1]
+            mask_names = tok[2]
+            own = names[src : src + k]
+            unify(own, mask_names, op)
+            adv_positions.append(len(out))
+            adv_names.append(((None,), None))
+            out.append(_ADV)
+            src += k
+    out.extend(names[src:])
+    if not adv_positions:
+        return validate(out, len(out), op)
+    if len(adv_names) == 1:
+        idx_names, dim_name = adv_names[0]
+        res = (dim_name,) if len(idx_names) == 1 and idx_names[0] is None else idx_names
+    else:
+        res = unify_all([n for n, _ in adv_names], op)
+    placeholders = [i for i, n in enumerate(out) if n is _ADV]
+    adjacent = placeholders == list(range(placeholders[0], placeholders[0] + len(placeholders)))
+    rest = [n for n in out if n is not _ADV]
+    if adjacent:
+        pos = placeholders[0]
+        final = rest[:pos] + list(res) + rest[pos:]
+    else:
+        final = list(res) + rest
+    try:
+        return validate(final, len(final), op)
+    except NamesError:
+        raise NamesError(
+            f"{op}: indexing {fmt(names)} with index tensors named "
+            f"{', '.join(fmt(n) for n, _ in adv_names)} would repeat a name in the result {fmt(tuple(final))}; "
+            "rename the index tensor."
+        ) from None
+
+
+class _AdvancedSlot:
+    """Placeholder for where the advanced-index result dims go."""
+
+    def __repr__(self) -> str:
+        return "<advanced>"
+
+
+_ADV = _AdvancedSlot()
+
+
+@_cache
+def gather(names: Names, ax: int, index_names: Names, op: str = "gather") -> Names:
+    """``gather(t, dim, idx)``: idx has t's ndim; the output has idx's shape.
+
+    Dims other than ``dim`` unify position by position; at ``dim`` the index's name
+    wins (it may pick along a dim with a new meaning, e.g. ``"k"`` for top-k).
+    """
+    if len(index_names) != len(names):
+        raise ValueError(
+            f"{op}: the index must have the same number of dims as the input: {fmt(index_names)} vs {fmt(names)}."
+        )
+    others_a = names[:ax] + names[ax + 1 :]
+    others_b = index_names[:ax] + index_names[ax + 1 :]
+    for x, y in zip(others_a, others_b):
+        if x is not None and y is not None and x != y:
+            raise NamesError(
+                f"{op}: the index's names {fmt(index_names)} do not match the input's {fmt(names)} "
+                f"outside dim {ax}: {x!r} vs {y!r}."
+            )
+    at = index_names[ax] if index_names[ax] is not None else names[ax]
+    out = [x if x is not None else y for x, y in zip(others_a, others_b)]
+    out.insert(ax, at)
+    return validate(out, len(out), op)
+
+
+@_cache
+def replace(names: Names, ax: int, new: Names, op: str) -> Names:
+    """``names`` with the dim at ``ax`` replaced by the dims ``new`` (e.g. ``index_select``)."""
+    out = names[:ax] + new + names[ax + 1 :]
+    try:
+        return validate(out, len(out), op)
+    except NamesError:
+        raise NamesError(
+            f"{op}: replacing {_dim_label(names, ax)} of {fmt(names)} by {fmt(new)} would repeat a name; "
+            "rename the index tensor."
+        ) from None
+
+
+@_cache
+def masked(names: Names, mask: Names, op: str = "masked_fill") -> Names:
+    """``masked_fill``: the mask broadcasts onto self (no more dims); names unify (rule 2)."""
+    if len(mask) > len(names):
+        raise ValueError(
+            f"{op}: the mask has more dims {fmt(mask)} than the tensor {fmt(names)}; it must broadcast onto the tensor."
+        )
+    return unify(names, mask, op)
+
+
+@_cache
+def inplace(self_names: Names, other: Names, op: str) -> Names:
+    """In-place ops: the result keeps self's dims; other's names may only fill self's ``None`` dims."""
+    if len(other) > len(self_names):
+        raise ValueError(
+            f"{op}: the other operand {fmt(other)} has more dims than self {fmt(self_names)}; "
+            "an in-place op cannot grow self."
+        )
+    return unify(self_names, other, op)

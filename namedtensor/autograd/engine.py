@@ -1,0 +1,210 @@
+"""Backward traversal: ``t.backward()`` and ``nt.grad``.
+
+Nodes are visited in decreasing rank (a node's rank is one more than its
+deepest input), from a heap as in Chainer: every consumer of a node has a
+higher rank, so when a node is popped all its output gradients have arrived
+and are summed once.  Gradients are tensors; with ``create_graph=True`` the
+backward runs with grad mode on and records a graph of its own, which is how
+gradients of gradients work.  Saved arrays are released node by node unless
+``retain_graph=True``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Optional, Sequence
+
+from . import graph
+from .graph import Node, _GradMode
+
+
+def _as_seq(x):
+    if x is None:
+        return None
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    return [x]
+
+
+def _root_grads(roots, grad_outputs):
+    T = graph.Tensor
+    grads = []
+    if grad_outputs is None:
+        grad_outputs = [None] * len(roots)
+    if len(grad_outputs) != len(roots):
+        raise ValueError(f"backward: got {len(grad_outputs)} gradients for {len(roots)} outputs.")
+    for r, g in zip(roots, grad_outputs):
+        if not isinstance(r, T):
+            raise TypeError(f"backward: expected tensors, got {type(r).__name__}.")
+        if not r._rg:
+            raise RuntimeError(
+                "backward: the tensor does not require grad and has no graph: did an input have "
+                "requires_grad=True, and was the computation outside no_grad()?"
+            )
+        if g is None:
+            if r._data.size != 1 or r.ndim != 0:
+                raise RuntimeError(
+                    f"backward: a gradient can only be created implicitly for a scalar (0-dim) output; "
+                    f"this one has names {r._names} and shape {tuple(r.shape)}. Reduce it (e.g. .sum()) "
+                    "or pass gradient=."
+                )
+            g = r._B.ones((), dtype=r._data.dtype)
+            g = T._make(g, (), r._B)
+        else:
+            if not isinstance(g, T):
+                g = T._make(r._B.asarray(g, dtype=r._B.dtype_of(r._data)), r._names, r._B)
+            elif not g.is_named:
+                g = g.rename(*r._names) if r.ndim else g
+            if tuple(g.shape) != tuple(r.shape):
+                raise ValueError(
+                    f"backward: the gradient has shape {tuple(g.shape)} but the output has shape {tuple(r.shape)}."
+                )
+            if g._names != r._names:
+                raise graph_names_error(r._names, g._names)
+        grads.append(g)
+    return grads
+
+
+def graph_names_error(out_names, g_names):
+    from .._names import NamesError, fmt
+
+    return NamesError(
+        f"backward: the gradient's names {fmt(g_names)} differ from the output's names {fmt(out_names)}; "
+        "a gradient has exactly the names of its tensor (rename or align_as it first)."
+    )
+
+
+def _accumulate(store: dict, key, owner, g):
+    prev = store.get(key)
+    if prev is None:
+        store[key] = [owner, g]
+    else:
+        prev[1] = prev[1] + g
+
+
+def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
+                 inputs: Optional[Sequence] = None, accumulate: bool = True, allow_unused: bool = False):
+    """The engine behind ``Tensor.backward`` and ``nt.grad``."""
+    T = graph.Tensor
+    roots = _as_seq(roots)
+    grad_outputs = _as_seq(grad_outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    grads = _root_grads(roots, grad_outputs)
+
+    capture_leaf = {}
+    capture_node = {}
+    if inputs is not None:
+        for i, t in enumerate(inputs):
+            if not isinstance(t, T):
+                raise TypeError(f"grad: inputs must be tensors, got {type(t).__name__}.")
+            if not t._rg:
+                raise RuntimeError(f"grad: input {i} (names {t._names}) does not require grad.")
+            if t._node is None:
+                capture_leaf[id(t)] = i
+            else:
+                capture_node[(id(t._node), t._idx)] = i
+    captured = [None] * (len(inputs) if inputs is not None else 0)
+
+    pending = {}  # id(node) -> [node, list of per-output grads]
+    heap = []
+    leaves = {}
+    counter = 0
+
+    def send(edge, g):
+        nonlocal counter
+        if edge.__class__ is tuple:
+            node, idx = edge
+            entry = pending.get(id(node))
+            if entry is None:
+                entry = [node, [None] * (len(node.out_meta) if node.out_meta else 1)]
+                pending[id(node)] = entry
+                heapq.heappush(heap, (-node.rank, counter, id(node)))
+                counter += 1
+            slot = entry[1]
+            slot[idx] = g if slot[idx] is None else slot[idx] + g
+        else:
+            _accumulate(leaves, id(edge), edge, g)
+
+    with _GradMode(create_graph):
+        for r, g in zip(roots, grads):
+            if r._node is None:
+                _accumulate(leaves, id(r), r, g)
+            else:
+                send((r._node, r._idx), g)
+
+        while heap:
+            _, _, key = heapq.heappop(heap)
+            node, out_grads = pending.pop(key)
+            if node.freed:
+                raise RuntimeError(
+                    f"{node.op.name}: trying to backward through the graph a second time (its saved tensors "
+                    "were freed after the first backward). Pass retain_graph=True to the first backward "
+                    "if you need to backward twice."
+                )
+            for k, g in enumerate(out_grads):
+                if g is None:
+                    shape, names, dtype = node.out_meta[k]
+                    out_grads[k] = T._make(node.B.zeros(shape, dtype=dtype), names, node.B)
+                if node.hooks and k in node.hooks:
+                    for hook in node.hooks[k]:
+                        res = hook(out_grads[k])
+                        if res is not None:
+                            out_grads[k] = res
+                if capture_node:
+                    slot = capture_node.get((id(node), k))
+                    if slot is not None:
+                        captured[slot] = out_grads[k]
+            in_grads = node.op.backward(node, *out_grads)
+            if not retain_graph:
+                node.saved = None
+                node.stash = None
+                node.freed = True
+            for edge, g in zip(node.edges, in_grads):
+                if edge is not None and g is not None:
+                    send(edge, g)
+
+    for leaf, g in leaves.values():
+        hooks = getattr(leaf, "_hooks", None)
+        if hooks:
+            for hook in hooks:
+                res = hook(g)
+                if res is not None:
+                    g = res
+        slot = capture_leaf.get(id(leaf))
+        if slot is not None:
+            captured[slot] = g
+            continue
+        if inputs is not None or not accumulate:
+            continue
+        if not create_graph:
+            g = g.detach()
+        leaf.grad = g if leaf.grad is None else leaf.grad + g
+        post = getattr(leaf, "_post_hooks", None)
+        if post:
+            for hook in post:
+                hook(leaf)
+    if inputs is not None:
+        for i, g in enumerate(captured):
+            if g is None and not allow_unused:
+                raise RuntimeError(
+                    f"grad: input {i} was not used to compute the outputs; pass allow_unused=True "
+                    "to get None for it."
+                )
+            if g is not None and not create_graph:
+                captured[i] = g.detach()
+        return tuple(captured)
+    return None
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
+         allow_unused: bool = False):
+    """Gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``.
+
+    Each gradient has the names of its input.  With ``create_graph=True`` the
+    gradients are themselves differentiable.
+    """
+    single = not isinstance(inputs, (list, tuple))
+    inputs = [inputs] if single else list(inputs)
+    return run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=inputs,
+                        allow_unused=allow_unused)

@@ -1,0 +1,262 @@
+"""The one way an op runs: :func:`apply`, and the graph it records.
+
+Every op is a subclass of :class:`Op` with, in one place,
+
+* ``forward(B, *arrays, **params)``: the computation on raw backend arrays
+  (``B`` is the backend); it may return ``(out, stash)`` when ``stashes`` is set,
+  to keep something (indices, a mask) for the backward;
+* ``backward(node, *grads)``: the vector-Jacobian product, written with
+  differentiable tensor ops so that ``create_graph=True`` gives higher-order
+  gradients for free; it returns one gradient (or ``None``) per input.
+
+The op's public function computes the output names with :mod:`namedtensor._names`
+and calls ``apply(Op, inputs, names, **params)``.  ``apply`` checks devices,
+runs the forward and, only when grad mode is on and an input requires grad,
+records a :class:`Node` holding exactly what the op declared it needs
+(``saves``: input positions, ``saves_output``).  Saved tensors carry the version
+they had when saved; an in-place edit before backward is caught.  A node
+references its inputs' nodes, never its outputs, so dropping the outputs frees
+the graph (no reference cycles).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+_grad_enabled = True
+
+
+def is_grad_enabled() -> bool:
+    return _grad_enabled
+
+
+class _GradMode:
+    __slots__ = ("_mode", "_prev")
+
+    def __init__(self, mode: bool) -> None:
+        self._mode = mode
+
+    def __enter__(self):
+        global _grad_enabled
+        self._prev = _grad_enabled
+        _grad_enabled = self._mode
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _grad_enabled
+        _grad_enabled = self._prev
+
+    def __call__(self, fn):
+        import functools
+
+        mode = self._mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with _GradMode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def no_grad() -> _GradMode:
+    """Context manager (or decorator) in which no graph is recorded."""
+    return _GradMode(False)
+
+
+def enable_grad() -> _GradMode:
+    """Context manager (or decorator) that records the graph again, e.g. inside ``no_grad``."""
+    return _GradMode(True)
+
+
+def set_grad_enabled(mode: bool) -> _GradMode:
+    return _GradMode(bool(mode))
+
+
+class Op:
+    """Base of every op.  See the module docstring for the pattern."""
+
+    name = "op"
+    saves: Tuple[int, ...] = ()
+    saves_output = False
+    stashes = False
+    n_outputs = 1
+    differentiable = True
+    #: the output is a view of input 0: it shares its version counter.
+    view = False
+
+    @staticmethod
+    def forward(B, *arrays, **params):  # pragma: no cover - every op overrides
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(node: "Node", *grads):  # pragma: no cover
+        raise NotImplementedError
+
+
+class Node:
+    """One op application in the graph."""
+
+    __slots__ = (
+        "op", "edges", "rank", "params", "saved", "versions", "stash", "in_shapes", "in_names",
+        "in_dtypes", "B", "out_meta", "hooks", "freed", "__weakref__",
+    )
+
+    def saved_tensors(self) -> tuple:
+        """The saved inputs/outputs, checked against in-place edits since they were saved."""
+        saved = self.saved
+        if saved is None:
+            raise RuntimeError(
+                f"{self.op.name}: trying to backward through the graph a second time (its saved tensors "
+                "were freed after the first backward). Pass retain_graph=True to the first backward "
+                "if you need to backward twice."
+            )
+        out = []
+        for item, version in zip(saved, self.versions):
+            if version is None:
+                out.append(item)
+                continue
+            if item.__class__ is _SavedOutput:
+                t = item.unpack(self)
+                vc = item.vc
+            else:
+                t = item
+                vc = t._vc
+            if vc[0] != version:
+                raise RuntimeError(
+                    f"{self.op.name}: a tensor saved for its gradient (names {t._names}, shape "
+                    f"{tuple(t._data.shape)}) was modified in place after it was saved (version {vc[0]}, "
+                    f"expected {version}). Use an out-of-place op (e.g. x = x + 1 instead of x.add_(1)), "
+                    "or clone() the tensor before editing it."
+                )
+            out.append(t)
+        return tuple(out)
+
+
+class _SavedOutput:
+    """An output saved for backward, stored without the tensor itself (that would be a cycle)."""
+
+    __slots__ = ("data", "names", "vc", "index")
+
+    def __init__(self, t, index: int) -> None:
+        self.data = t._data
+        self.names = t._names
+        self.vc = t._vc
+        self.index = index
+
+    def unpack(self, node: Node):
+        t = Tensor._make(self.data, self.names, node.B)
+        t._vc = self.vc
+        t._node = node
+        t._idx = self.index
+        t._rg = True
+        return t
+
+
+Tensor: Any = None  # set by namedtensor.tensor (the class needs this module first)
+
+
+def _device_error(op: str, a, b) -> ValueError:
+    return ValueError(
+        f"{op}: operands are on different devices or backends: {a.device} ({a._B.name}) and "
+        f"{b.device} ({b._B.name}). Move one with .to(device) first; namedtensor never copies silently."
+    )
+
+
+def apply(op, inputs: tuple, names, **params):
+    """Run ``op`` on ``inputs`` (tensors or Python scalars) and give the outputs ``names``."""
+    T = Tensor
+    B = None
+    first = None
+    needs_grad = False
+    arrays = []
+    for x in inputs:
+        if isinstance(x, T):
+            if B is None:
+                B = x._B
+                first = x
+            elif x._B is not B:
+                raise _device_error(op.name, first, x)
+            arrays.append(x._data)
+            if x._rg:
+                needs_grad = True
+        else:
+            arrays.append(x)
+    out = op.forward(B, *arrays, **params)
+    stash = None
+    if op.stashes:
+        out, stash = out
+    record = needs_grad and _grad_enabled and op.differentiable
+    if op.n_outputs == 1:
+        result = T._make(out, names, B)
+        if op.view:
+            result._vc = first._vc
+        if record:
+            _record(op, inputs, (result,), params, stash, B)
+        return result
+    results = tuple(T._make(o, n, B) for o, n in zip(out, names))
+    if record:
+        _record(op, inputs, results, params, stash, B)
+    return results
+
+
+def _record(op, inputs, outputs, params, stash, B) -> None:
+    T = Tensor
+    node = Node()
+    node.op = op
+    node.params = params
+    node.stash = stash
+    node.B = B
+    node.hooks = None
+    node.freed = False
+    edges = []
+    rank = 0
+    shapes = []
+    in_names = []
+    dtypes = []
+    for x in inputs:
+        if isinstance(x, T):
+            shapes.append(x._data.shape)
+            in_names.append(x._names)
+            dtypes.append(x._data.dtype)
+            if x._node is not None:
+                edges.append((x._node, x._idx))
+                if x._node.rank >= rank:
+                    rank = x._node.rank + 1
+            elif x._rg:
+                edges.append(x)
+                if rank == 0:
+                    rank = 1
+            else:
+                edges.append(None)
+        else:
+            shapes.append(None)
+            in_names.append(None)
+            dtypes.append(None)
+            edges.append(None)
+    node.edges = tuple(edges)
+    node.rank = rank
+    node.in_shapes = tuple(shapes)
+    node.in_names = tuple(in_names)
+    node.in_dtypes = tuple(dtypes)
+    saved = []
+    versions = []
+    for i in op.saves:
+        x = inputs[i]
+        saved.append(x)
+        versions.append(x._vc[0] if isinstance(x, T) else None)
+    if op.saves_output:
+        for k, o in enumerate(outputs):
+            saved.append(_SavedOutput(o, k))
+            versions.append(o._vc[0])
+    node.saved = tuple(saved)
+    node.versions = tuple(versions)
+    if len(outputs) > 1:
+        node.out_meta = tuple((o._data.shape, o._names, o._data.dtype) for o in outputs)
+    else:
+        node.out_meta = None
+    for k, o in enumerate(outputs):
+        if k == 0 or B.dtype_of(o._data).kind == "f":  # integer outputs (indices) carry no gradient
+            o._node = node
+            o._idx = k
+            o._rg = True

@@ -1,0 +1,65 @@
+"""Helpers every op module shares: turning operands into tensors and reducing gradients of broadcasts."""
+
+from __future__ import annotations
+
+from .. import _names
+from ..autograd.graph import Op, apply
+from ..tensor import Tensor
+
+SCALARS = (bool, int, float)
+
+
+def operand(x, like: Tensor):
+    """A binary op's other operand: a tensor, a Python scalar (kept raw), or an array (an unnamed constant)."""
+    if isinstance(x, Tensor) or x.__class__ in SCALARS:
+        return x
+    B = like._B
+    if B.is_array(x) or hasattr(x, "__array__") or isinstance(x, (list, tuple)):
+        data = B.asarray(x)
+        return Tensor._make(data, _names.unnamed(len(data.shape)), B)
+    raise TypeError(f"unsupported operand of type {type(x).__name__}; expected a Tensor, a number or an array.")
+
+
+def as_tensor(x, like: Tensor) -> Tensor:
+    """Like :func:`operand` but Python scalars become 0-dim tensors of ``like``'s dtype."""
+    x = operand(x, like)
+    if isinstance(x, Tensor):
+        return x
+    B = like._B
+    return Tensor._make(B.asarray(x, dtype=like.dtype if not isinstance(x, bool) else None), (), B)
+
+
+class _Rename(Op):
+    """Give the same data other names (a view); the gradient is renamed back."""
+
+    name = "rename"
+    view = True
+
+    @staticmethod
+    def forward(B, x):
+        return x
+
+    @staticmethod
+    def backward(node, g):
+        return (with_names(g, node.in_names[0]),)
+
+
+def with_names(t: Tensor, names) -> Tensor:
+    """``t`` with ``names`` (already validated), differentiably; ``t`` itself when they are equal."""
+    if t._names == names:
+        return t
+    return apply(_Rename, (t,), names)
+
+
+def sum_to(g: Tensor, shape, names) -> Tensor:
+    """Reduce a broadcast gradient back to an operand's ``shape``, with the operand's ``names``."""
+    gshape = g._data.shape
+    if gshape == shape or tuple(gshape) == tuple(shape):
+        return with_names(g, names)
+    lead = len(gshape) - len(shape)
+    ones = tuple(lead + i for i, s in enumerate(shape) if s == 1 and gshape[lead + i] != 1)
+    if ones:
+        g = g.sum(ones, keepdim=True)
+    if lead:
+        g = g.sum(tuple(range(lead)))
+    return with_names(g, names)

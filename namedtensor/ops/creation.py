@@ -1,0 +1,232 @@
+"""Making tensors: ``nt.tensor``, ``nt.as_tensor``, the factories and the random ones.
+
+Name rule: ``names=`` gives the names (one per dim, ``None`` for unnamed); a
+shape given as a dict (``nt.zeros({"batch": 2, "seq": 5})``) names the dims too;
+``*_like`` copy the names of their argument unless ``names=`` says otherwise.
+Python floats become ``float32`` (the default), Python ints ``int64``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from .. import _dtypes, _names, backends
+from ..tensor import Tensor
+
+
+def _backend(device):
+    return backends.get(device)
+
+
+def _finish(data, names, B, requires_grad: bool, op: str) -> Tensor:
+    ndim = len(data.shape)
+    t = Tensor._make(data, _names.validate(names, ndim, op), B)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(data, names: Optional[Sequence] = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, arrays or a Tensor).
+
+    Python floats give ``float32``; NumPy arrays keep their dtype.  A Tensor keeps its names
+    unless ``names=`` is given.
+    """
+    B = _backend(device)
+    if isinstance(data, Tensor):
+        if names is None:
+            names = data._names
+        src = data._data
+        if data._B is not B:
+            src = data._B.to_numpy(data.array)
+        arr = B.asarray(src, copy=True)
+    else:
+        arr = _from_python(B, data, "tensor")
+    if dtype is not None:
+        arr = B.astype(arr, B.native(_dtypes.as_dtype(dtype)))
+    return _finish(arr, names, B, requires_grad, "tensor")
+
+
+def as_tensor(data, names: Optional[Sequence] = None, dtype=None, device=None) -> Tensor:
+    """Wrap ``data`` without copying when it already is an array of the right backend and dtype."""
+    B = _backend(device)
+    if isinstance(data, Tensor):
+        out = data if dtype is None else data.to(dtype)
+        return out if names is None else out.rename(*names)
+    if B.is_array(data):
+        arr = data
+    else:
+        arr = _from_python(B, data, "as_tensor", copy=False)
+    if dtype is not None and B.dtype_of(arr) is not _dtypes.as_dtype(dtype):
+        arr = B.astype(arr, B.native(_dtypes.as_dtype(dtype)))
+    return _finish(arr, names, B, False, "as_tensor")
+
+
+def _from_python(B, data, op: str, copy: bool = True):
+    python_floats = _is_python_float(data)
+    try:
+        arr = B.asarray(data, copy=True if copy else None)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{op}: cannot make a tensor from {type(data).__name__}: {e}") from None
+    if python_floats and B.dtype_of(arr) is _dtypes.float64:
+        arr = B.astype(arr, B.native(_dtypes.default_float))
+    try:
+        B.dtype_of(arr)
+    except TypeError:
+        raise TypeError(
+            f"{op}: unsupported dtype {arr.dtype}; namedtensor supports "
+            f"{', '.join(d.name for d in _dtypes.ALL)}. Pass dtype= or convert the data first."
+        ) from None
+    return arr
+
+
+def _is_python_float(data) -> bool:
+    """Whether ``data`` is made of Python numbers with at least one float (so float32 is meant)."""
+    if isinstance(data, float):
+        return True
+    if isinstance(data, (list, tuple)):
+        return any(_is_python_float(x) for x in data)
+    return False
+
+
+def _shape_and_names(shape, names, op: str):
+    if len(shape) == 1 and isinstance(shape[0], dict):
+        if names is not None:
+            raise ValueError(f"{op}: give names either as the keys of the shape dict or as names=, not both.")
+        d = shape[0]
+        return tuple(int(v) for v in d.values()), tuple(d.keys())
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    out = []
+    for s in shape:
+        if isinstance(s, bool) or not hasattr(s, "__index__"):
+            raise TypeError(f"{op}: sizes must be ints, got {s!r}.")
+        s = int(s.__index__())
+        if s < 0:
+            raise ValueError(f"{op}: sizes must be >= 0, got {s}.")
+        out.append(s)
+    return tuple(out), names
+
+
+def _factory(name: str, make):
+    def fn(*shape, names: Optional[Sequence] = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+        shape, names = _shape_and_names(shape, names, name)
+        B = _backend(device)
+        dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.default_float
+        return _finish(make(B, shape, dt), names, B, requires_grad, name)
+
+    fn.__name__ = name
+    return fn
+
+
+zeros = _factory("zeros", lambda B, shape, dt: B.zeros(shape, dtype=B.native(dt)))
+ones = _factory("ones", lambda B, shape, dt: B.ones(shape, dtype=B.native(dt)))
+empty = _factory("empty", lambda B, shape, dt: B.empty(shape, dtype=B.native(dt)))
+rand = _factory("rand", lambda B, shape, dt: B.rand(shape, _float_only(dt, "rand")))
+randn = _factory("randn", lambda B, shape, dt: B.randn(shape, _float_only(dt, "randn")))
+zeros.__doc__ = "A tensor of zeros: ``nt.zeros(2, 3, names=('batch', 'feat'))`` or ``nt.zeros({'batch': 2})``."
+ones.__doc__ = "A tensor of ones (same arguments as :func:`zeros`)."
+empty.__doc__ = "An uninitialised tensor (same arguments as :func:`zeros`)."
+rand.__doc__ = "Uniform samples in [0, 1) (see :func:`manual_seed`)."
+randn.__doc__ = "Standard normal samples (see :func:`manual_seed`)."
+
+
+def _float_only(dt, op):
+    if dt.kind != "f":
+        raise TypeError(f"{op}: needs a floating dtype, got {dt!r}.")
+    return dt
+
+
+def full(shape, fill_value, names=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor filled with ``fill_value`` (its dtype follows the value unless ``dtype=``)."""
+    shape, names = _shape_and_names((shape,) if not isinstance(shape, dict) else (shape,), names, "full")
+    B = _backend(device)
+    dt = _dtypes.as_dtype(dtype) if dtype is not None else _scalar_dtype(fill_value)
+    return _finish(B.full(shape, fill_value, dtype=B.native(dt)), names, B, requires_grad, "full")
+
+
+def _scalar_dtype(v):
+    if isinstance(v, bool):
+        return _dtypes.bool_
+    if isinstance(v, int):
+        return _dtypes.default_int
+    return _dtypes.default_float
+
+
+def arange(start, end=None, step=1, names=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``[start, end)`` by ``step``: int64 for ints, float32 when any bound is a float."""
+    if end is None:
+        start, end = 0, start
+    B = _backend(device)
+    if dtype is None:
+        dt = _dtypes.default_float if any(isinstance(v, float) for v in (start, end, step)) else _dtypes.default_int
+    else:
+        dt = _dtypes.as_dtype(dtype)
+    data = B.arange(start, end, step, dtype=B.native(dt))
+    return _finish(data, names, B, requires_grad, "arange")
+
+
+def linspace(start, end, steps: int, names=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    B = _backend(device)
+    dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.default_float
+    data = B.linspace(start, end, int(steps), dtype=B.native(dt))
+    return _finish(data, names, B, requires_grad, "linspace")
+
+
+def eye(n: int, m: Optional[int] = None, names=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """The ``n x m`` identity matrix."""
+    B = _backend(device)
+    dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.default_float
+    data = B.eye(int(n), None if m is None else int(m), dtype=B.native(dt))
+    return _finish(data, names, B, requires_grad, "eye")
+
+
+def randint(low, high=None, size=(), names=None, dtype=None, device=None) -> Tensor:
+    """Random integers in ``[low, high)``; ``randint(high, size)`` starts at 0."""
+    if high is None or (isinstance(high, (tuple, list, dict))):
+        if high is not None:
+            size = high
+        low, high = 0, low
+    shape, names = _shape_and_names((size,), names, "randint")
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be greater than low ({low}).")
+    B = _backend(device)
+    dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.default_int
+    return _finish(B.randint(low, high, shape, dt), names, B, False, "randint")
+
+
+def _like(name: str, make):
+    def fn(t: Tensor, *args, names=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}: expected a Tensor, got {type(t).__name__}.")
+        B = t._B if device is None else _backend(device)
+        dt = _dtypes.as_dtype(dtype) if dtype is not None else t.dtype
+        data = make(B, t.shape, dt, *args)
+        return _finish(data, t._names if names is None else names, B, requires_grad, name)
+
+    fn.__name__ = name
+    fn.__doc__ = f"Like :func:`{name[:-5]}`, with the shape, names, dtype and device of ``t``."
+    return fn
+
+
+zeros_like = _like("zeros_like", lambda B, s, dt: B.zeros(s, dtype=B.native(dt)))
+ones_like = _like("ones_like", lambda B, s, dt: B.ones(s, dtype=B.native(dt)))
+empty_like = _like("empty_like", lambda B, s, dt: B.empty(s, dtype=B.native(dt)))
+full_like = _like("full_like", lambda B, s, dt, v: B.full(s, v, dtype=B.native(dt)))
+rand_like = _like("rand_like", lambda B, s, dt: B.rand(s, _float_only(dt, "rand_like")))
+randn_like = _like("randn_like", lambda B, s, dt: B.randn(s, _float_only(dt, "randn_like")))
+
+
+def manual_seed(n: int) -> None:
+    """Seed the random factories of every backend in use, for reproducible results."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"manual_seed: the seed must be an int, got {type(n).__name__}.")
+    backends.cpu().seed(n)
+    for b in backends._by_name.values():
+        b.seed(n)
+
+
+METHODS = {
+    "zeros_like": zeros_like, "ones_like": ones_like, "full_like": full_like,
+}

@@ -1,0 +1,171 @@
+"""Naming and reordering dims: ``rename``, ``refine_names``, ``align_to``/``align_as``/``nt.align``,
+``permute``, ``transpose`` and ``.mT``.
+
+All are views (no data is copied).  Their name rules live in
+:mod:`namedtensor._names` (``rename_positional``, ``rename_mapping``, ``refine``,
+``align_to``, ``align_union``, ``permute``, ``transpose``); gradients are
+reordered back and renamed to the input's names.
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+from .. import _names
+from ..autograd.graph import Op, apply
+from ..tensor import Tensor
+from ._common import with_names
+
+
+def rename(t: Tensor, *names, **rename_map) -> Tensor:
+    """``t.rename("a", "b")`` names every dim (``...`` keeps the dims it covers);
+    ``t.rename(old="new")`` renames some; ``t.rename(None)`` drops all names."""
+    if names and rename_map:
+        raise _names.NamesError(
+            "rename: give either positional names (t.rename('a', 'b')) or a mapping (t.rename(a='x')), not both."
+        )
+    if rename_map:
+        new = _names.rename_mapping(t._names, tuple(rename_map.items()), "rename")
+    elif len(names) == 1 and names[0] is None:
+        new = _names.unnamed(t.ndim)
+    else:
+        new = _names.rename_positional(t._names, names, "rename")
+    return with_names(t, new)
+
+
+def refine_names(t: Tensor, *names) -> Tensor:
+    """Name unnamed dims (``None`` -> any name); named dims must keep their name. ``...`` for the rest."""
+    return with_names(t, _names.refine(t._names, names, "refine_names"))
+
+
+class _Align(Op):
+    """Permute the kept axes and insert size-1 axes (``source[j] == -1``); a view."""
+
+    name = "align_to"
+    view = True
+
+    @staticmethod
+    def forward(B, x, source):
+        kept = [s for s in source if s >= 0]
+        if kept != list(range(len(kept))):
+            x = B.permute_dims(x, tuple(kept))
+        if len(kept) != len(source):
+            shape = []
+            it = iter(x.shape)
+            for s in source:
+                shape.append(1 if s < 0 else next(it))
+            x = B.reshape(x, tuple(shape))
+        return x
+
+    @staticmethod
+    def backward(node, g):
+        source = node.params["source"]
+        order = tuple(source.index(i) for i in range(len(node.in_names[0])))
+        return (apply(_Gather, (g,), node.in_names[0], order=order),)
+
+
+def _align(t: Tensor, source: Tuple[int, ...], names) -> Tensor:
+    if source == tuple(range(t.ndim)):
+        return with_names(t, names)
+    return apply(_Align, (t,), names, source=source)
+
+
+class _Gather(Op):
+    """Select axes ``order`` of ``x`` (dropping the others, which must be size 1); the inverse of _Align."""
+
+    name = "align_to"
+    view = True
+
+    @staticmethod
+    def forward(B, x, order):
+        if len(order) != len(x.shape):
+            x = B.reshape(x, tuple(s for i, s in enumerate(x.shape) if i in order))
+            kept = sorted(order)
+            order = tuple(kept.index(o) for o in order)
+        if list(order) != list(range(len(order))):
+            x = B.permute_dims(x, tuple(order))
+        return x
+
+    @staticmethod
+    def backward(node, g):
+        order = node.params["order"]
+        n_in = len(node.in_names[0])
+        source = [-1] * n_in
+        for j, o in enumerate(order):
+            source[o] = j
+        return (apply(_Align, (g,), node.in_names[0], source=tuple(source)),)
+
+
+def align_to(t: Tensor, *names) -> Tensor:
+    """Reorder dims by name; names ``t`` lacks become size-1 dims; ``...`` stands for the rest."""
+    source, out = _names.align_to(t._names, names, "align_to")
+    return _align(t, source, out)
+
+
+def align_as(t: Tensor, other: Tensor) -> Tensor:
+    """``t.align_to(*other.names)``: broadcast ``t`` against ``other`` by name."""
+    if not isinstance(other, Tensor):
+        raise TypeError(f"align_as: expected a Tensor, got {type(other).__name__}.")
+    source, out = _names.align_to(t._names, other._names, "align_as")
+    return _align(t, source, out)
+
+
+def align(*tensors: Tensor):
+    """Align every tensor to the union of their names (in order of first appearance)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    target = _names.align_union(tuple(t._names for t in tensors), "align")
+    return tuple(align_to(t, *target) for t in tensors)
+
+
+class _Permute(Op):
+    name = "permute"
+    view = True
+
+    @staticmethod
+    def forward(B, x, perm):
+        return B.permute_dims(x, perm)
+
+    @staticmethod
+    def backward(node, g):
+        perm = node.params["perm"]
+        inverse = [0] * len(perm)
+        for i, p in enumerate(perm):
+            inverse[p] = i
+        return (apply(_Permute, (g,), node.in_names[0], perm=tuple(inverse)),)
+
+
+def _permute(t: Tensor, perm, names) -> Tensor:
+    if perm == tuple(range(len(perm))):
+        return with_names(t, names)
+    return apply(_Permute, (t,), names, perm=tuple(perm))
+
+
+def permute(t: Tensor, *dims) -> Tensor:
+    """Reorder dims, given by name or position (``...`` with names: the rest, in order)."""
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    perm, names = _names.permute(t._names, dims, "permute")
+    return _permute(t, perm, names)
+
+
+def transpose(t: Tensor, dim0, dim1) -> Tensor:
+    """Swap two dims (by name or position); names move with their dims."""
+    perm, names = _names.transpose(t._names, dim0, dim1, "transpose")
+    return _permute(t, perm, names)
+
+
+def _mT(t: Tensor) -> Tensor:
+    if t.ndim < 2:
+        raise ValueError(f"mT: needs at least 2 dims, got {t.ndim}.")
+    return transpose(t, -2, -1)
+
+
+def _T(t: Tensor) -> Tensor:
+    return _permute(t, tuple(range(t.ndim))[::-1], t._names[::-1])
+
+
+METHODS = {
+    "rename": rename, "refine_names": refine_names, "align_to": align_to, "align_as": align_as,
+    "permute": permute, "transpose": transpose, "mT": property(_mT), "T": property(_T),
+}

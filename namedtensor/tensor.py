@@ -1,0 +1,330 @@
+"""The ``Tensor`` class: an array, a name per dim, and a place in the autograd graph.
+
+A tensor holds a raw backend array (``t.array``), a tuple of names (``str`` or
+``None``, one per dim), its backend, and autograd state.  It is kept small
+(``__slots__``) because one is made per op.  Math, shape and indexing methods
+are the functions of :mod:`namedtensor.ops`, attached here by
+:func:`install_methods`; each is defined (name rule, forward, backward) in
+its op module.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+
+from . import _dtypes, _names
+from .autograd import graph
+
+
+class Tensor:
+    """A tensor with a name (or ``None``) for every dim.  Create with :func:`namedtensor.tensor`."""
+
+    __slots__ = ("_data", "_names", "_B", "_node", "_idx", "_rg", "_vc", "_grad", "_hooks", "_post_hooks",
+                 "__weakref__")
+    __array_priority__ = 1000
+
+    @classmethod
+    def _make(cls, data, names, B) -> "Tensor":
+        t = object.__new__(cls)
+        t._data = data
+        t._names = names
+        t._B = B
+        t._node = None
+        t._rg = False
+        t._vc = [0]
+        return t
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def names(self) -> Tuple[Optional[str], ...]:
+        """One entry per dim: its name, or ``None``."""
+        return self._names
+
+    @property
+    def sizes(self) -> Dict[str, int]:
+        """``{name: size}`` for the named dims, in order."""
+        return {n: s for n, s in zip(self._names, self._data.shape) if n is not None}
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return tuple(self._data.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._names)
+
+    def dim(self) -> int:
+        return len(self._names)
+
+    def size(self, dim=None):
+        """The shape, or the size of one dim given by name or position."""
+        if dim is None:
+            return self.shape
+        return self._data.shape[_names.axis(self._names, dim, "size")]
+
+    def numel(self) -> int:
+        n = 1
+        for s in self._data.shape:
+            n *= s
+        return n
+
+    @property
+    def dtype(self) -> _dtypes.DType:
+        return self._B.dtype_of(self._data)
+
+    @property
+    def device(self) -> str:
+        return self._B.device
+
+    @property
+    def is_named(self) -> bool:
+        """True when any dim has a name."""
+        return _names.is_named(self._names)
+
+    @property
+    def array(self):
+        """The raw backend array, not a copy."""
+        d = self._data
+        if not self._B.is_array(d) or getattr(d, "ndim", 1) == 0:
+            d = self._B.asarray(d)
+            self._data = d
+        return d
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.kind == "f"
+
+    # ------------------------------------------------------------------ conversion
+    def numpy(self):
+        """The data as a NumPy array (no copy on the CPU).  Refused while it requires grad."""
+        if self._rg and graph._grad_enabled:
+            raise RuntimeError("numpy(): the tensor requires grad; call .detach().numpy() to leave the graph.")
+        return self._B.to_numpy(self.array)
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item(): only a tensor with one element can be converted, this one has shape {self.shape}.")
+        return self._B.item(self._B.reshape(self.array, (1,)))
+
+    def tolist(self):
+        return self._B.tolist(self.array)
+
+    def __len__(self) -> int:
+        if not self._names:
+            raise TypeError("len() of a 0-dim tensor.")
+        return self._data.shape[0]
+
+    def __iter__(self) -> Iterator["Tensor"]:
+        if not self._names:
+            raise TypeError("iteration over a 0-dim tensor.")
+        return iter(self.unbind(0))
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise ValueError(
+                f"the truth value of a tensor with {self.numel()} elements is ambiguous; use .any() or .all()."
+            )
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "ib" or self.numel() != 1:
+            raise TypeError("only a one-element integer tensor can be used as an index.")
+        return int(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._B.to_numpy(self.array)
+        if dtype is not None:
+            a = a.astype(dtype)
+        return a
+
+    def __repr__(self) -> str:
+        from .backends.formatting import format_values
+
+        body = format_values(self._B.to_numpy(self.array), indent=len("tensor("))
+        parts = [f"tensor({body}"]
+        parts.append(f"names={_names.fmt(self._names)}")
+        parts.append(f"shape={self.shape}")
+        parts.append(f"dtype={self.dtype!r}")
+        if self.device != "cpu":
+            parts.append(f"device={self.device!r}")
+        if self._node is not None:
+            parts.append(f"grad_fn={self._node.op.name}")
+        elif self._rg:
+            parts.append("requires_grad=True")
+        return ", ".join(parts) + ")"
+
+    __str__ = __repr__
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __reduce__(self):
+        return (_rebuild, (self._B.to_numpy(self.array), self._names, self.dtype.name, self._rg))
+
+    # ------------------------------------------------------------------ autograd
+    @property
+    def requires_grad(self) -> bool:
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self, value: bool = True) -> "Tensor":
+        if self._node is not None:
+            if not value:
+                raise RuntimeError("requires_grad_(False) on a tensor computed from others; use .detach().")
+            return self
+        if value and self.dtype.kind != "f":
+            raise TypeError(f"only floating-point tensors can require grad, this one is {self.dtype!r}.")
+        self._rg = bool(value)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    @property
+    def grad(self) -> Optional["Tensor"]:
+        """The accumulated gradient; it has exactly this tensor's names."""
+        try:
+            return self._grad
+        except AttributeError:
+            return None
+
+    @grad.setter
+    def grad(self, value: Optional["Tensor"]) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"grad must be a Tensor or None, got {type(value).__name__}.")
+            if value.shape != self.shape:
+                raise ValueError(f"grad has shape {value.shape}, the tensor {self.shape}.")
+            if value._names != self._names:
+                from .autograd.engine import graph_names_error
+
+                raise graph_names_error(self._names, value._names)
+        self._grad = value
+
+    def backward(self, gradient=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
+                 inputs=None) -> None:
+        """Accumulate the gradient of this tensor into ``.grad`` of the leaves it depends on."""
+        from .autograd.engine import run_backward
+
+        if inputs is not None:
+            ins = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+            grads = run_backward(self, gradient, retain_graph, create_graph, inputs=ins, allow_unused=True)
+            for t, g in zip(ins, grads):
+                if g is not None:
+                    t.grad = g if t.grad is None else t.grad + g
+            return
+        run_backward(self, gradient, retain_graph, create_graph)
+
+    def register_hook(self, hook: Callable[["Tensor"], Optional["Tensor"]]) -> Callable[[], None]:
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor replaces it.
+
+        Returns a function that removes the hook.
+        """
+        if not self._rg:
+            raise RuntimeError("register_hook: the tensor does not require grad, so it never gets a gradient.")
+        if self._node is None:
+            hooks = self._hooks_list()
+        else:
+            node = self._node
+            if node.hooks is None:
+                node.hooks = {}
+            hooks = node.hooks.setdefault(self._idx, [])
+        hooks.append(hook)
+        return lambda: hooks.remove(hook) if hook in hooks else None
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[["Tensor"], None]) -> Callable[[], None]:
+        """Call ``hook(tensor)`` on a leaf right after its ``.grad`` was updated by backward."""
+        if self._node is not None or not self._rg:
+            raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors that require grad have one.")
+        try:
+            hooks = self._post_hooks
+        except AttributeError:
+            hooks = self._post_hooks = []
+        hooks.append(hook)
+        return lambda: hooks.remove(hook) if hook in hooks else None
+
+    def _hooks_list(self) -> list:
+        try:
+            return self._hooks
+        except AttributeError:
+            self._hooks = []
+            return self._hooks
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for a non-leaf tensor too."""
+        if self._node is None:
+            return
+        import weakref
+
+        ref = weakref.ref(self)
+
+        def keep(g):
+            t = ref()
+            if t is not None:
+                t._grad = g if t.grad is None else t.grad + g
+
+        self.register_hook(keep)
+
+    def detach(self) -> "Tensor":
+        """The same data and names, out of the graph (a view: in-place edits show in both)."""
+        t = Tensor._make(self._data, self._names, self._B)
+        t._vc = self._vc
+        return t
+
+    def detach_(self) -> "Tensor":
+        self._node = None
+        self._rg = False
+        return self
+
+    def _check_inplace(self, op: str, *others) -> None:
+        """In-place edits of tensors in a graph are refused: they would corrupt gradients."""
+        if graph._grad_enabled:
+            if self._rg:
+                raise RuntimeError(
+                    f"{op}: in-place edit of a tensor that requires grad (names {_names.fmt(self._names)}). "
+                    "Use the out-of-place op (x = x + y), or edit under nt.no_grad() (e.g. an optimizer step)."
+                )
+            for o in others:
+                if isinstance(o, Tensor) and o._rg:
+                    raise RuntimeError(
+                        f"{op}: writing a tensor that requires grad into one that does not would lose its "
+                        "gradient; use the out-of-place op instead."
+                    )
+
+    def _bump(self) -> None:
+        self._vc[0] += 1
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+
+def _rebuild(array, names, dtype, requires_grad):
+    from .ops.creation import tensor
+
+    return tensor(array, names=names, dtype=dtype, requires_grad=requires_grad)
+
+
+graph.Tensor = Tensor
+
+_METHODS: Dict[str, Any] = {}
+
+
+def install_methods(table: Dict[str, Any]) -> None:
+    """Attach op functions to ``Tensor`` as methods (``t.sum("seq")`` is ``ops.sum(t, "seq")``)."""
+    for name, fn in table.items():
+        setattr(Tensor, name, fn)
+        _METHODS[name] = fn
