@@ -120,11 +120,23 @@ def _misaligned(op: str, a: Names, b: Names, name: str, fix: str) -> NamesError:
     )
 
 
-@_cache
+_UNIFY: dict = {}
+
+
 def unify(a: Names, b: Names, op: str = "op") -> Names:
     """Output names of broadcasting ``a`` with ``b`` (rule 2), or a NamesError."""
     if a is b:
         return a
+    key = (a, b)
+    out = _UNIFY.get(key)
+    if out is None:
+        if len(_UNIFY) > 65536:  # bound the cache when names are generated on the fly
+            _UNIFY.clear()
+        out = _UNIFY[key] = _unify(a, b, op)
+    return out
+
+
+def _unify(a: Names, b: Names, op: str) -> Names:
     na, nb = len(a), len(b)
     n = na if na > nb else nb
     out = []
@@ -217,9 +229,21 @@ def hashable_dims(dims):
     return tuple(dims) if isinstance(dims, list) else dims
 
 
-@_cache
+_REDUCE: dict = {}
+
+
 def reduce(names: Names, dims: Hashable, keepdim: bool, op: str = "reduce") -> Tuple[Tuple[int, ...], Names]:
     """Axes reduced and the output names: the input's minus the reduced dims (all kept with keepdim)."""
+    key = (names, dims, keepdim)
+    out = _REDUCE.get(key)
+    if out is None:
+        if len(_REDUCE) > 65536:
+            _REDUCE.clear()
+        out = _REDUCE[key] = _reduce(names, dims, keepdim, op)
+    return out
+
+
+def _reduce(names: Names, dims: Hashable, keepdim: bool, op: str) -> Tuple[Tuple[int, ...], Names]:
     ax = axes(names, dims, op)
     if keepdim:
         return ax, names

@@ -31,7 +31,6 @@ class Tensor:
         t._B = B
         t._node = None
         t._rg = False
-        t._vc = [0]
         return t
 
     # ------------------------------------------------------------------ metadata
@@ -281,7 +280,7 @@ class Tensor:
     def detach(self) -> "Tensor":
         """The same data and names, out of the graph (a view: in-place edits show in both)."""
         t = Tensor._make(self._data, self._names, self._B)
-        t._vc = self._vc
+        t._vc = graph.version_counter(self)
         return t
 
     def detach_(self) -> "Tensor":
@@ -305,11 +304,11 @@ class Tensor:
                     )
 
     def _bump(self) -> None:
-        self._vc[0] += 1
+        graph.version_counter(self)[0] += 1
 
     @property
     def _version(self) -> int:
-        return self._vc[0]
+        return graph.version_counter(self)[0]
 
 
 def _rebuild(array, names, dtype, requires_grad):

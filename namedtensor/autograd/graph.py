@@ -121,7 +121,7 @@ class Node:
                 vc = item.vc
             else:
                 t = item
-                vc = t._vc
+                vc = version_counter(t)
             if vc[0] != version:
                 raise RuntimeError(
                     f"{self.op.name}: a tensor saved for its gradient (names {t._names}, shape "
@@ -141,7 +141,7 @@ class _SavedOutput:
     def __init__(self, t, index: int) -> None:
         self.data = t._data
         self.names = t._names
-        self.vc = t._vc
+        self.vc = version_counter(t)
         self.index = index
 
     def unpack(self, node: Node):
@@ -163,39 +163,53 @@ def _device_error(op: str, a, b) -> ValueError:
     )
 
 
+def version_counter(t) -> list:
+    """The tensor's version counter (shared by its views), made on first use."""
+    try:
+        return t._vc
+    except AttributeError:
+        vc = t._vc = [0]
+        return vc
+
+
 def apply(op, inputs: tuple, names, **params):
     """Run ``op`` on ``inputs`` (tensors or Python scalars) and give the outputs ``names``."""
     T = Tensor
-    B = None
-    first = None
-    needs_grad = False
-    arrays = []
-    for x in inputs:
-        if isinstance(x, T):
-            if B is None:
-                B = x._B
-                first = x
-            elif x._B is not B:
-                raise _device_error(op.name, first, x)
-            arrays.append(x._data)
-            if x._rg:
-                needs_grad = True
-        else:
-            arrays.append(x)
-    out = op.forward(B, *arrays, **params)
+    if len(inputs) == 1:
+        first = inputs[0]
+        B = first._B
+        out = op.forward(B, first._data, **params)
+        needs_grad = first._rg
+    else:
+        B = None
+        first = None
+        needs_grad = False
+        arrays = []
+        for x in inputs:
+            if isinstance(x, T):
+                if B is None:
+                    B = x._B
+                    first = x
+                elif x._B is not B:
+                    raise _device_error(op.name, first, x)
+                arrays.append(x._data)
+                if x._rg:
+                    needs_grad = True
+            else:
+                arrays.append(x)
+        out = op.forward(B, *arrays, **params)
     stash = None
     if op.stashes:
         out, stash = out
-    record = needs_grad and _grad_enabled and op.differentiable
     if op.n_outputs == 1:
         result = T._make(out, names, B)
         if op.view:
-            result._vc = first._vc
-        if record:
+            result._vc = version_counter(first)
+        if needs_grad and _grad_enabled and op.differentiable:
             _record(op, inputs, (result,), params, stash, B)
         return result
     results = tuple(T._make(o, n, B) for o, n in zip(out, names))
-    if record:
+    if needs_grad and _grad_enabled and op.differentiable:
         _record(op, inputs, results, params, stash, B)
     return results
 
@@ -244,11 +258,11 @@ def _record(op, inputs, outputs, params, stash, B) -> None:
     for i in op.saves:
         x = inputs[i]
         saved.append(x)
-        versions.append(x._vc[0] if isinstance(x, T) else None)
+        versions.append(version_counter(x)[0] if isinstance(x, T) else None)
     if op.saves_output:
         for k, o in enumerate(outputs):
             saved.append(_SavedOutput(o, k))
-            versions.append(o._vc[0])
+            versions.append(version_counter(o)[0])
     node.saved = tuple(saved)
     node.versions = tuple(versions)
     if len(outputs) > 1:

@@ -14,7 +14,8 @@ module             ops
 ``indexing``       ``t[...]``, ``isel select narrow index_select gather masked_fill``
 ``linalg``         ``matmul dot einsum outer``
 ``sorting``        ``sort argsort topk``
-``dtype``          ``to float double half long int bool``
+``dtype``          ``to float double half long int bool clone``
+``inplace``        ``add_ sub_ mul_ div_ masked_fill_ zero_ fill_ copy_``, ``t[...] = v``
 =================  ===========================================================
 """
 
@@ -25,7 +26,7 @@ import importlib
 from ..tensor import install_methods
 
 FAMILIES = ("creation", "elementwise", "reductions", "naming", "shape", "joining", "movement", "indexing",
-            "linalg", "sorting", "dtype")
+            "linalg", "sorting", "dtype", "inplace")
 
 for _family in FAMILIES:
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from .. import _names
-from ..autograd.graph import Op, apply
+from ..autograd.graph import Op, apply, version_counter
 from ..tensor import Tensor
 from ._common import sum_to
 
@@ -32,7 +32,7 @@ class _Reshape(Op):
 def _reshape(t: Tensor, shape, names) -> Tensor:
     out = apply(_Reshape, (t,), names, shape=tuple(shape))
     if t._B.is_view_of(out._data, t._data):
-        out._vc = t._vc
+        out._vc = version_counter(t)
     return out
 
 
