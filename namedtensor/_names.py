@@ -24,7 +24,7 @@ from typing import Hashable, Iterable, Optional, Sequence, Tuple
 Name = Optional[str]
 Names = Tuple[Name, ...]
 
-_cache = lru_cache(maxsize=8192)
+_cache = lru_cache(maxsize=8192, typed=True)  # typed: axis(n, 1.0) must not hit axis(n, 1)
 
 
 class NamesError(ValueError):
@@ -107,7 +107,12 @@ def validate(names: Iterable[Name] | None, ndim: int, op: str = "tensor") -> Nam
         raise NamesError(
             f"{op}: got {len(names)} names {fmt(names)} for a tensor with {ndim} dims; give one name (or None) per dim."
         )
-    return _validated(names, op)
+    try:
+        return _validated(names, op)
+    except TypeError:  # an unhashable entry (a list...) cannot be a name: say so instead of "unhashable"
+        for n in names:
+            _check_name(n, op)
+        raise
 
 
 # --------------------------------------------------------------------------- rule 2: unify
@@ -140,7 +145,7 @@ def _unify(a: Names, b: Names, op: str) -> Names:
     na, nb = len(a), len(b)
     n = na if na > nb else nb
     out = []
-    for k in range(n, 0, -1):
+    for k in range(1, n + 1):  # from the right, so the first position that breaks is the one reported
         x = a[na - k] if k <= na else None
         y = b[nb - k] if k <= nb else None
         if x is not None and y is not None:
@@ -162,6 +167,7 @@ def _unify(a: Names, b: Names, op: str) -> Names:
             out.append(y)
         else:
             out.append(None)
+    out.reverse()
     return validate(out, n, op)
 
 
@@ -211,9 +217,13 @@ def axis_or_new(names: Names, dim: Hashable, op: str) -> int:
     return dim % ndim
 
 
-@_cache
-def axes(names: Names, dims: Hashable, op: str = "op") -> Tuple[int, ...]:
+def axes(names: Names, dims, op: str = "op") -> Tuple[int, ...]:
     """Axes of a dim or a tuple/list of dims; ``None`` means all dims.  No dim may repeat."""
+    return _axes(names, tuple(dims) if isinstance(dims, list) else dims, op)
+
+
+@_cache
+def _axes(names: Names, dims: Hashable, op: str) -> Tuple[int, ...]:
     if dims is None:
         return tuple(range(len(names)))
     if isinstance(dims, (tuple, list)):
@@ -234,7 +244,7 @@ _REDUCE: dict = {}
 
 def reduce(names: Names, dims: Hashable, keepdim: bool, op: str = "reduce") -> Tuple[Tuple[int, ...], Names]:
     """Axes reduced and the output names: the input's minus the reduced dims (all kept with keepdim)."""
-    key = (names, dims, keepdim)
+    key = (names, dims, dims.__class__, keepdim)  # the class: dims=1.0 must not hit dims=1
     out = _REDUCE.get(key)
     if out is None:
         if len(_REDUCE) > 65536:
@@ -367,6 +377,27 @@ def align_to(names: Names, order: Tuple, op: str = "align_to") -> Tuple[Tuple[in
     return tuple(source), validate(out, len(out), op)
 
 
+@_cache
+def align_as(names: Names, other: Names, op: str = "align_as") -> Tuple[Tuple[int, ...], Names]:
+    """Plan for ``t.align_as(other)``: ``align_to(*other)``, where ``other`` may also have unnamed dims.
+
+    Each dim of ``t`` goes where ``other`` has its name; every other position of
+    ``other`` becomes a size-1 dim with ``other``'s name there (or ``None``), so the
+    result broadcasts against ``other`` by position.  Every dim of ``t`` must be named.
+    """
+    if all(n is not None for n in other):
+        return align_to(names, other, op)
+    for i, n in enumerate(names):
+        if n is None:
+            raise NamesError(
+                f"{op}: dim {i} of {fmt(names)} is unnamed, so it has no place in {fmt(other)}. "
+                "Name it with refine_names, or use align_to with '...'."
+            )
+        if n not in other:
+            raise NamesError(f"{op}: dim {n!r} of {fmt(names)} is not a dim of {fmt(other)}; rename it or add it there.")
+    return tuple(names.index(n) if n is not None and n in names else -1 for n in other), other
+
+
 def _expand_order(order: Tuple, names: Names, rest) -> list:
     out = []
     for n in order:
@@ -392,21 +423,29 @@ def align_union(all_names: Tuple[Names, ...], op: str = "align") -> Names:
                     f"{op}: dim {i} of {fmt(names)} is unnamed; nt.align aligns by name, so every dim of "
                     f"every tensor needs one (tensors: {', '.join(fmt(x) for x in all_names)}). Use refine_names."
                 )
-    out: list = []
+    # each name must follow the names before it in every tensor; among the names free to go
+    # next, the one that appeared first goes first (a topological sort by first appearance)
+    first: list = []
+    before: dict = {}
     for names in all_names:
-        pos = 0
-        for n in names:
-            if n in out:
-                j = out.index(n)
-                if j < pos:
-                    raise NamesError(
-                        f"{op}: the tensors order their shared dims differently "
-                        f"({', '.join(fmt(x) for x in all_names)}); align_to one order first."
-                    )
-                pos = j + 1
-            else:
-                out.insert(pos, n)
-                pos += 1
+        for k, n in enumerate(names):
+            if n not in before:
+                first.append(n)
+                before[n] = set()
+            before[n].update(names[:k])
+    out: list = []
+    placed: set = set()
+    while len(out) < len(first):
+        for n in first:
+            if n not in placed and before[n] <= placed:
+                out.append(n)
+                placed.add(n)
+                break
+        else:
+            raise NamesError(
+                f"{op}: the tensors order their shared dims differently "
+                f"({', '.join(fmt(x) for x in all_names)}); align_to one order first."
+            )
     return tuple(out)
 
 
@@ -456,6 +495,15 @@ def flatten(names: Names, dims: Tuple, out_name: Name, op: str = "flatten") -> T
             "permute or align_to first."
         )
     _check_name(out_name, op)
+    if out_name is None:
+        merged = tuple(names[a] for a in ax if names[a] is not None)
+        if len(ax) == 1:
+            out_name = names[start]  # flattening one dim changes nothing: it keeps its name
+        elif merged:
+            raise NamesError(
+                f"{op}: flattening dims {tuple(dims)!r} of {fmt(names)} without out_name would drop the names "
+                f"{fmt(merged)}; give the new dim a name, e.g. flatten({tuple(dims)!r}, {'_'.join(merged)!r})."
+            )
     out = names[:start] + (out_name,) + names[start + len(ax) :]
     if out_name is not None and out_name in names and out_name not in [names[a] for a in ax]:
         raise NamesError(f"{op}: the new name {out_name!r} is already a dim of {fmt(names)}.")
@@ -463,9 +511,20 @@ def flatten(names: Names, dims: Tuple, out_name: Name, op: str = "flatten") -> T
 
 
 @_cache
-def unflatten(names: Names, ax: int, new: Names, op: str = "unflatten") -> Names:
+def unflatten(names: Names, ax: int, new: Names, op: str = "unflatten", named: bool = True) -> Names:
+    """Names after splitting the dim at ``ax`` into dims named ``new``.
+
+    ``named=False`` says the sizes came without names: allowed for an unnamed dim
+    only, since a named dim would lose its name.
+    """
     if not new:
         raise NamesError(f"{op}: the new sizes must be non-empty.")
+    if not named and names[ax] is not None:
+        raise NamesError(
+            f"{op}: input is named but no names were given for the new dims: {_dim_label(names, ax)} of "
+            f"{fmt(names)} would lose its name. Give (name, size) pairs, e.g. "
+            f"unflatten({names[ax]!r}, (('{names[ax]}_outer', 2), ('{names[ax]}_inner', -1))), or names=."
+        )
     out = names[:ax] + new + names[ax + 1 :]
     for n in new:
         _check_name(n, op)
@@ -648,6 +707,9 @@ def parse_einsum(spec: str, all_names: Tuple[Names, ...], op: str = "einsum") ->
             raise NamesError(f"{op}: the spec gives {len(wanted)} dims {wanted!r} for an operand with names {fmt(names)}.")
         refined.append(refine(names, wanted, op))
     out = split(rhs)
+    for n in out:
+        if not any(n in names for names in refined):
+            raise NamesError(f"{op}: the output dim {n!r} of {spec!r} is not a dim of any operand.")
     return tuple(refined), validate(out, len(out), op)
 
 
@@ -689,7 +751,14 @@ def index(names: Names, key: Tuple, op: str = "getitem") -> Names:
             k = tok[1]
             mask_names = tok[2]
             own = names[src : src + k]
-            unify(own, mask_names, op)
+            try:
+                unify(own, mask_names, op)
+            except NamesError:
+                raise NamesError(
+                    f"{op}: dims {fmt(own)} and {fmt(mask_names)} do not match: a boolean mask's names must match "
+                    f"those of the dims it indexes (dims {src} to {src + k - 1} of {fmt(names)}; None matches any "
+                    "name). Rename the mask, or index by name."
+                ) from None
             adv_positions.append(len(out))
             adv_names.append(((None,), None))
             out.append(_ADV)

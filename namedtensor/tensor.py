@@ -21,11 +21,13 @@ class Tensor:
 
     __slots__ = ("_data", "_names", "_B", "_node", "_idx", "_rg", "_vc", "_grad", "_hooks", "_post_hooks",
                  "__weakref__")
-    __array_priority__ = 1000
+    # NumPy defers binary operators to ours (np_array * t is t.__rmul__), so arrays act as unnamed constants
+    __array_ufunc__ = None
 
-    @classmethod
-    def _make(cls, data, names, B) -> "Tensor":
-        t = object.__new__(cls)
+    @staticmethod
+    def _make(data, names, B) -> "Tensor":
+        """A tensor around ``data`` with ``names`` (already validated): the per-op constructor."""
+        t = _new(Tensor)
         t._data = data
         t._names = names
         t._B = B
@@ -269,12 +271,16 @@ class Tensor:
         import weakref
 
         ref = weakref.ref(self)
+        hooks = (self._node.hooks or {}).get(self._idx, ())
+        if any(getattr(h, "_retains", None) is ref for h in hooks):
+            return  # already retained: a second hook would count the gradient twice
 
         def keep(g):
             t = ref()
             if t is not None:
                 t._grad = g if t.grad is None else t.grad + g
 
+        keep._retains = ref
         self.register_hook(keep)
 
     def detach(self) -> "Tensor":
@@ -309,6 +315,9 @@ class Tensor:
     @property
     def _version(self) -> int:
         return graph.version_counter(self)[0]
+
+
+_new = object.__new__
 
 
 def _rebuild(array, names, dtype, requires_grad):

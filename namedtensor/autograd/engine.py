@@ -53,12 +53,12 @@ def _root_grads(roots, grad_outputs):
         else:
             if not isinstance(g, T):
                 g = T._make(r._B.asarray(g, dtype=r._B.dtype_of(r._data)), r._names, r._B)
-            elif not g.is_named:
-                g = g.rename(*r._names) if r.ndim else g
             if tuple(g.shape) != tuple(r.shape):
                 raise ValueError(
                     f"backward: the gradient has shape {tuple(g.shape)} but the output has shape {tuple(r.shape)}."
                 )
+            if not g.is_named and r.ndim:
+                g = g.rename(*r._names)
             if g._names != r._names:
                 raise graph_names_error(r._names, g._names)
         grads.append(g)
@@ -160,8 +160,12 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
                 node.saved = None
                 node.stash = None
                 node.freed = True
-            for edge, g in zip(node.edges, in_grads):
+            for edge, g, dt in zip(node.edges, in_grads, node.in_dtypes):
                 if edge is not None and g is not None:
+                    if g._data.dtype != dt:
+                        # an input narrower than the op's result (float32 * float64) gets its gradient
+                        # in its own dtype, as in PyTorch
+                        g = g.to(node.B._from_native[dt])
                     send(edge, g)
 
     for leaf, g in leaves.values():

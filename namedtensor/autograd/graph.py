@@ -80,6 +80,7 @@ class Op:
     saves: Tuple[int, ...] = ()
     saves_output = False
     stashes = False
+    #: 1, a fixed count, or None for "as many as the forward returns"; >1 or None: a tuple of outputs
     n_outputs = 1
     differentiable = True
     #: the output is a view of input 0: it shares its version counter.
@@ -175,11 +176,19 @@ def version_counter(t) -> list:
 def apply(op, inputs: tuple, names, **params):
     """Run ``op`` on ``inputs`` (tensors or Python scalars) and give the outputs ``names``."""
     T = Tensor
-    if len(inputs) == 1:
+    n = len(inputs)
+    if n == 1:
         first = inputs[0]
         B = first._B
         out = op.forward(B, first._data, **params)
         needs_grad = first._rg
+    elif n == 2 and isinstance(inputs[0], T) and isinstance(inputs[1], T):
+        first, second = inputs
+        B = first._B
+        if second._B is not B:
+            raise _device_error(op.name, first, second)
+        out = op.forward(B, first._data, second._data, **params)
+        needs_grad = first._rg or second._rg
     else:
         B = None
         first = None

@@ -113,6 +113,10 @@ class Backend:
     def triu(self, x, k):
         raise NotImplementedError
 
+    def sort_indices(self, x, axis: int, descending: bool, stable: bool):
+        """``argsort`` along ``axis``; descending order keeps ties in their original order when stable."""
+        return self.argsort(x, axis=axis, descending=descending, stable=stable)
+
     def logaddexp(self, a, b):
         m = self.maximum(a, b)
         return m + self.log(self.exp(a - m) + self.exp(b - m))

@@ -72,6 +72,15 @@ class NumpyBackend(Backend):
     def logaddexp(self, a, b):
         return np.logaddexp(a, b)
 
+    def sort_indices(self, x, axis: int, descending: bool, stable: bool):
+        if not descending:
+            return np.argsort(x, axis=axis, stable=stable)
+        # NumPy has no descending sort: sort the reversed array ascending and reverse the result,
+        # which keeps equal values in their original order (and puts NaN first, as the largest)
+        n = x.shape[axis]
+        rev = np.argsort(np.flip(x, axis=axis), axis=axis, stable=stable)
+        return (n - 1) - np.flip(rev, axis=axis)
+
     def seed(self, n: int) -> None:
         self._rng = np.random.default_rng(n)
 

@@ -28,8 +28,11 @@ class StrictBackend(Backend):
         self.add = self._scalar_safe(array_api_strict.add)
         self.subtract = self._scalar_safe(array_api_strict.subtract)
         self.multiply = self._scalar_safe(array_api_strict.multiply)
-        self.divide = self._scalar_safe(array_api_strict.divide)
+        self.divide = self._scalar_safe(self._true_divide)
         self.pow = self._scalar_safe(array_api_strict.pow)
+        for fn in ("maximum", "minimum", "remainder", "floor_divide", "equal", "not_equal", "less",
+                   "less_equal", "greater", "greater_equal"):
+            setattr(self, fn, self._scalar_safe(getattr(array_api_strict, fn)))
 
     def _scalar_safe(self, fn):
         def call(a, b):
@@ -38,11 +41,30 @@ class StrictBackend(Backend):
         return call
 
     def _arr(self, x, other):
-        if isinstance(x, self.xp._array_object.Array):
-            if isinstance(other, float) and not self.xp.isdtype(x.dtype, "real floating"):
-                return self.xp.astype(x, self.xp.float64)
+        # NumPy 2's promotion (the reference backend) where array-api-strict refuses mixed kinds:
+        # an int/bool array with a float, a bool array with an int, a bool scalar with a number,
+        # and arrays of different kinds
+        xp = self.xp
+        if isinstance(x, xp._array_object.Array):
+            if other.__class__ is float and not xp.isdtype(x.dtype, "real floating"):
+                return xp.astype(x, xp.float64)
+            if other.__class__ is int and x.dtype == xp.bool:
+                return xp.astype(x, xp.int64)
+            if isinstance(other, xp._array_object.Array) and x.dtype != other.dtype:
+                common = np.result_type(self._np.native(self.dtype_of(x)), self._np.native(self.dtype_of(other)))
+                return xp.astype(x, self.native(_dtypes.by_name(common.name)))
             return x
+        if x.__class__ is bool and isinstance(other, xp._array_object.Array) and other.dtype != xp.bool:
+            return int(x)
         return x
+
+    def _true_divide(self, a, b):
+        # NumPy's rule (the reference backend): dividing integers gives float64
+        xp = self.xp
+        if not any(self.is_array(x) and xp.isdtype(x.dtype, "real floating") for x in (a, b)):
+            a = xp.astype(a, xp.float64) if self.is_array(a) else a
+            b = xp.astype(b, xp.float64) if self.is_array(b) else b
+        return xp.divide(a, b)
 
     def is_array(self, x) -> bool:
         return isinstance(x, self.xp._array_object.Array)
@@ -64,7 +86,8 @@ class StrictBackend(Backend):
         return np.from_dlpack(x) if self.is_array(x) else np.asarray(x)
 
     def _from(self, a):
-        return self.xp.asarray(np.ascontiguousarray(a))
+        a = np.asarray(a)  # np.ascontiguousarray would turn a 0-dim result into shape (1,)
+        return self.xp.asarray(a if a.ndim == 0 else np.ascontiguousarray(a))
 
     def item(self, x):
         return self.to_numpy(x).item()
@@ -84,6 +107,14 @@ class StrictBackend(Backend):
         return self.to_numpy(key) if self.is_array(key) else key
 
     def getitem(self, x, key):
+        k = key if isinstance(key, tuple) else (key,)
+        if all(i is None or i is Ellipsis or i.__class__ in (int, slice) for i in k):
+            # basic keys index natively (views, as in NumPy); array-api-strict wants a '...' unless every
+            # dim is indexed, and refuses out-of-range slice bounds, which NumPy clips (those go below)
+            try:
+                return x[k if Ellipsis in k else k + (Ellipsis,)]
+            except IndexError:
+                pass
         return self._from(self.to_numpy(x)[self._np_key(key)])
 
     def setitem(self, x, key, value):

@@ -41,7 +41,7 @@ def tensor(data, names: Optional[Sequence] = None, dtype=None, device=None, requ
             src = data._B.to_numpy(data.array)
         arr = B.asarray(src, copy=True)
     else:
-        arr = _from_python(B, data, "tensor")
+        arr = _from_python(B, data, "tensor", dtype=dtype)
     if dtype is not None:
         arr = B.astype(arr, B.native(_dtypes.as_dtype(dtype)))
     return _finish(arr, names, B, requires_grad, "tensor")
@@ -56,20 +56,32 @@ def as_tensor(data, names: Optional[Sequence] = None, dtype=None, device=None) -
     if B.is_array(data):
         arr = data
     else:
-        arr = _from_python(B, data, "as_tensor", copy=False)
-    if dtype is not None and B.dtype_of(arr) is not _dtypes.as_dtype(dtype):
-        arr = B.astype(arr, B.native(_dtypes.as_dtype(dtype)))
+        arr = _from_python(B, data, "as_tensor", copy=False, dtype=dtype)
+    if dtype is not None:
+        native = B.native(_dtypes.as_dtype(dtype))
+        if arr.dtype != native:
+            arr = B.astype(arr, native)
+    else:
+        _check_dtype(B, arr, "as_tensor")
     return _finish(arr, names, B, False, "as_tensor")
 
 
-def _from_python(B, data, op: str, copy: bool = True):
+def _from_python(B, data, op: str, copy: bool = True, dtype=None):
+    """An array of ``data``; with ``dtype`` given the caller casts it (from any dtype the backend reads)."""
     python_floats = _is_python_float(data)
     try:
         arr = B.asarray(data, copy=True if copy else None)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{op}: cannot make a tensor from {type(data).__name__}: {e}") from None
+    if dtype is not None:
+        return arr  # no float32 detour: nt.tensor([0.1], dtype=nt.float64) keeps full precision
     if python_floats and B.dtype_of(arr) is _dtypes.float64:
         arr = B.astype(arr, B.native(_dtypes.default_float))
+    _check_dtype(B, arr, op)
+    return arr
+
+
+def _check_dtype(B, arr, op: str) -> None:
     try:
         B.dtype_of(arr)
     except TypeError:
@@ -77,7 +89,6 @@ def _from_python(B, data, op: str, copy: bool = True):
             f"{op}: unsupported dtype {arr.dtype}; namedtensor supports "
             f"{', '.join(d.name for d in _dtypes.ALL)}. Pass dtype= or convert the data first."
         ) from None
-    return arr
 
 
 def _is_python_float(data) -> bool:
@@ -94,8 +105,8 @@ def _shape_and_names(shape, names, op: str):
         if names is not None:
             raise ValueError(f"{op}: give names either as the keys of the shape dict or as names=, not both.")
         d = shape[0]
-        return tuple(int(v) for v in d.values()), tuple(d.keys())
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape, names = tuple(d.values()), tuple(d.keys())  # sizes checked below like positional ones
+    elif len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     out = []
     for s in shape:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from .. import _names
+from .._names import unify
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
 from ._common import SCALARS, operand, sum_to
@@ -184,6 +185,14 @@ def _pow_grad_exp(a, b, y, g):
     return where(a > 0, g * y * where(a > 0, a, 1).log(), 0)
 
 
+def _pow_grads(a, b, y, g):
+    if a.__class__ in SCALARS:  # 2 ** t: only the exponent is a tensor
+        return None, (g * y * math.log(a) if a > 0 else g.zeros_like())
+    # x ** 0 is constant: its gradient is 0, also at x == 0 where b * a ** (b - 1) is nan
+    ga = g.zeros_like() if b.__class__ in SCALARS and b == 0 else g * b * a ** (b - 1)
+    return ga, None if b.__class__ in SCALARS else _pow_grad_exp(a, b, y, g)
+
+
 def _max_grads(a, b, g, a_wins):
     tie = a == b
     half = g * 0.5
@@ -198,9 +207,7 @@ BINARY = {
     "sub": (lambda B, a, b: B.subtract(a, b), lambda a, b, y, g: (g, -g), False, False),
     "mul": (lambda B, a, b: B.multiply(a, b), lambda a, b, y, g: (g * b, g * a), True, False),
     "div": (lambda B, a, b: B.divide(a, b), lambda a, b, y, g: (g / b, -g * y / b), True, True),
-    "pow": (lambda B, a, b: B.pow(a, b),
-            lambda a, b, y, g: (g * b * a ** (b - 1), None if b.__class__ in SCALARS else _pow_grad_exp(a, b, y, g)),
-            True, True),
+    "pow": (lambda B, a, b: B.pow(a, b), lambda a, b, y, g: _pow_grads(a, b, y, g), True, True),
     "maximum": (lambda B, a, b: B.maximum(a, b), lambda a, b, y, g: _max_grads(a, b, g, a > b), True, False),
     "minimum": (lambda B, a, b: B.minimum(a, b), lambda a, b, y, g: _max_grads(a, b, g, a < b), True, False),
     "remainder": (lambda B, a, b: B.remainder(a, b),
@@ -254,6 +261,9 @@ def _binary_op(name, forward, grads, saves, saves_out):
     })
 
     def fn(a, b) -> Tensor:
+        if isinstance(a, Tensor) and isinstance(b, Tensor):
+            an, bn = a._names, b._names
+            return apply(cls, (a, b), an if an is bn else unify(an, bn, name))
         if isinstance(a, Tensor):
             b = operand(b, a)
         else:

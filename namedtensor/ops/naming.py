@@ -17,6 +17,13 @@ from ..tensor import Tensor
 from ._common import with_names
 
 
+def _one_sequence(names: tuple) -> tuple:
+    """``f(("a", "b"))`` means ``f("a", "b")`` (a list is no name, and is unhashable for the caches)."""
+    if len(names) == 1 and isinstance(names[0], (list, tuple)):
+        return tuple(names[0])
+    return names
+
+
 def rename(t: Tensor, *names, **rename_map) -> Tensor:
     """``t.rename("a", "b")`` names every dim (``...`` keeps the dims it covers);
     ``t.rename(old="new")`` renames some; ``t.rename(None)`` drops all names."""
@@ -24,6 +31,7 @@ def rename(t: Tensor, *names, **rename_map) -> Tensor:
         raise _names.NamesError(
             "rename: give either positional names (t.rename('a', 'b')) or a mapping (t.rename(a='x')), not both."
         )
+    names = _one_sequence(names)
     if rename_map:
         new = _names.rename_mapping(t._names, tuple(rename_map.items()), "rename")
     elif len(names) == 1 and names[0] is None:
@@ -35,7 +43,7 @@ def rename(t: Tensor, *names, **rename_map) -> Tensor:
 
 def refine_names(t: Tensor, *names) -> Tensor:
     """Name unnamed dims (``None`` -> any name); named dims must keep their name. ``...`` for the rest."""
-    return with_names(t, _names.refine(t._names, names, "refine_names"))
+    return with_names(t, _names.refine(t._names, _one_sequence(names), "refine_names"))
 
 
 class _Align(Op):
@@ -98,7 +106,7 @@ class _Gather(Op):
 
 def align_to(t: Tensor, *names) -> Tensor:
     """Reorder dims by name; names ``t`` lacks become size-1 dims; ``...`` stands for the rest."""
-    source, out = _names.align_to(t._names, names, "align_to")
+    source, out = _names.align_to(t._names, _one_sequence(names), "align_to")
     return _align(t, source, out)
 
 
@@ -106,7 +114,7 @@ def align_as(t: Tensor, other: Tensor) -> Tensor:
     """``t.align_to(*other.names)``: broadcast ``t`` against ``other`` by name."""
     if not isinstance(other, Tensor):
         raise TypeError(f"align_as: expected a Tensor, got {type(other).__name__}.")
-    source, out = _names.align_to(t._names, other._names, "align_as")
+    source, out = _names.align_as(t._names, other._names, "align_as")
     return _align(t, source, out)
 
 

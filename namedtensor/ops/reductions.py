@@ -1,16 +1,38 @@
-"""Reductions over dims given by name, tuple of names, or int: ``sum``, ``mean``, ...
+"""Reductions, scans and the softmax family, over dims given by name, tuple of names, or int.
 
-Name rule (:func:`namedtensor._names.reduce`): the output has the input's names
-minus the reduced dims; ``keepdim=True`` keeps them all (as size 1).
+Name rules:
+
+* reductions (``sum mean prod amax amin std var logsumexp norm any all``, ``max``/``min``/
+  ``argmax``/``argmin``): :func:`namedtensor._names.reduce`, the input's names minus the
+  reduced dims; ``keepdim=True`` keeps them all (as size 1).  ``dim=None`` reduces every dim.
+* along one dim (``cumsum cumprod softmax log_softmax``): the output keeps the input's names.
+
+``max``/``min`` with a dim return ``(values, indices)`` and send the gradient to the selected
+element; ``amax``/``amin`` (and ``max``/``min`` of the whole tensor) split it evenly among ties,
+as PyTorch does.  Products (``prod``, ``cumprod``) have gradients that are right when the input
+holds zeros: they are written with exclusive cumulative products, never by dividing by the input.
+Integer tensors are averaged, normalised and softmaxed in float32.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Optional
 
-from .. import _names
+from .. import _dtypes, _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
+from ._common import with_names
+from .elementwise import maximum, minimum, where
+from .indexing import gather
+from .shape import squeeze
+from .sorting import ValuesIndices
+
+__all__ = [
+    "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "std", "var", "logsumexp", "norm",
+    "any", "all", "cumsum", "cumprod", "softmax", "log_softmax",
+]
 
 
 def _plan(t: Tensor, dim, keepdim: bool, op: str):
@@ -24,6 +46,45 @@ def _expand_back(g: Tensor, node) -> Tensor:
     if not keepdim:
         g = g._unsqueeze_axes(axes)
     return g._broadcast_plain(in_shape, in_names)
+
+
+def _kept(y: Tensor, node) -> Tensor:
+    """A reduction's output with the reduced dims back as unnamed size-1 dims (to broadcast against the input)."""
+    return y if node.params["keepdim"] else y._unsqueeze_axes(node.params["axes"])
+
+
+def _count(shape, axes) -> int:
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+def _floating(t: Tensor) -> Tensor:
+    """``t`` itself when floating-point, else a float32 copy (integer tensors never carry a graph)."""
+    if t.dtype.kind == "f":
+        return t
+    B = t._B
+    return Tensor._make(B.astype(t._data, B.native(_dtypes.float32)), t._names, B)
+
+
+def _nonempty(t: Tensor, axes, op: str) -> None:
+    for a in axes:
+        if t._data.shape[a] == 0:
+            raise ValueError(
+                f"{op}: cannot reduce over {_names._dim_label(t._names, a)} of size 0 (names "
+                f"{_names.fmt(t._names)}): the result is undefined for an empty dim."
+            )
+
+
+def _one_axis(t: Tensor, dim, op: str) -> int:
+    if isinstance(dim, (tuple, list)):
+        hint = {"max": " To reduce several dims use amax.", "min": " To reduce several dims use amin."}
+        raise TypeError(f"{op}: dim must be a single dim (a name or an int), got {dim!r}.{hint.get(op, '')}")
+    return _names.axis(t._names, dim, op)
+
+
+# ----------------------------------------------------------------------------- sum, mean
 
 
 class _Sum(Op):
@@ -53,19 +114,467 @@ class _Mean(Op):
 
     @staticmethod
     def backward(node, g):
-        shape = node.in_shapes[0]
-        count = 1
-        for a in node.params["axes"]:
-            count *= shape[a]
-        return (_expand_back(g, node) / count,)
+        return (_expand_back(g, node) / _count(node.in_shapes[0], node.params["axes"]),)
 
 
 def mean(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Mean over ``dim``; integer tensors are averaged in float32."""
     axes, names = _plan(t, dim, keepdim, "mean")
-    if t.dtype.kind != "f":
-        t = t.float()
-    return apply(_Mean, (t,), names, axes=axes, keepdim=bool(keepdim))
+    return apply(_Mean, (_floating(t),), names, axes=axes, keepdim=bool(keepdim))
 
 
-METHODS = {"sum": sum, "mean": mean}
+# ----------------------------------------------------------------------------- scans
+
+
+def _scan(B, scan, x, axis: int, exclusive: bool, reverse: bool):
+    """A cumulative ``scan`` along ``axis``, from the back when ``reverse``; ``exclusive`` leaves
+    out each element itself (the first output is the identity)."""
+    if reverse:
+        x = B.flip(x, axis=axis)
+    y = scan(x, axis=axis, include_initial=exclusive)
+    if exclusive:
+        y = y[(slice(None),) * axis + (slice(0, -1), ...)]
+    return B.flip(y, axis=axis) if reverse else y
+
+
+class _Cumsum(Op):
+    name = "cumsum"
+
+    @staticmethod
+    def forward(B, x, axis, exclusive, reverse):
+        return _scan(B, B.cumulative_sum, x, axis, exclusive, reverse)
+
+    @staticmethod
+    def backward(node, g):
+        # out_k sums x over S(k); x_i reaches every out_k with i in S(k): the scan the other way
+        p = node.params
+        return (_cumsum(g, p["axis"], p["exclusive"], not p["reverse"]),)
+
+
+def _cumsum(t: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
+    return apply(_Cumsum, (t,), t._names, axis=axis, exclusive=exclusive, reverse=reverse)
+
+
+def cumsum(t: Tensor, dim) -> Tensor:
+    """Cumulative sum along ``dim`` (a name or an int); keeps the names."""
+    return _cumsum(t, _names.axis(t._names, dim, "cumsum"), False, False)
+
+
+class _Cumprod(Op):
+    name = "cumprod"
+    saves = (0,)
+    saves_output = True
+
+    @staticmethod
+    def forward(B, x, axis, exclusive, reverse):
+        return _scan(B, B.cumulative_prod, x, axis, exclusive, reverse)
+
+    @staticmethod
+    def backward(node, g):
+        x, y = node.saved_tensors()
+        p = node.params
+        axis, exclusive, reverse = p["axis"], p["exclusive"], p["reverse"]
+        B = node.B
+        if not bool(B.any(x._data == 0)):
+            # out_k is the product of x over S(k), so d out_k / d x_i = out_k / x_i for every i in S(k)
+            return (_cumsum(g * y, axis, exclusive, not reverse) / x,)
+        return (_cumprod_grad_with_zeros(x, g, axis, exclusive, reverse),)
+
+
+def _cumprod_grad_with_zeros(x: Tensor, g: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
+    """The cumprod gradient without dividing by x: O(n^2) memory along ``axis``.
+
+    A new dim ``i`` is put before ``axis`` (whose index is ``j``, then ``k`` for the output):
+    ``c[i, k]`` is the same cumulative product of ``x`` with ``x_i`` replaced by 1, i.e. the
+    product over ``S(k)`` without ``x_i``, and ``grad_i = sum_k [i in S(k)] g_k c[i, k]``.
+    """
+    B = x._B
+    n = x._data.shape[axis]
+    at = [1] * (x.ndim + 1)
+    at[axis] = at[axis + 1] = n
+    i = B.reshape(B.arange(n), (n, 1))
+    j = B.reshape(B.arange(n), (1, n))
+    diagonal = Tensor._make(B.reshape(i == j, tuple(at)), _names.unnamed(len(at)), B)
+    if reverse:
+        inside = (i > j) if exclusive else (i >= j)
+    else:
+        inside = (i < j) if exclusive else (i <= j)
+    inside = Tensor._make(B.reshape(inside, tuple(at)), _names.unnamed(len(at)), B)
+    wide = where(diagonal, 1, x._unsqueeze_axes((axis,)))
+    c = apply(_Cumprod, (wide,), wide._names, axis=axis + 1, exclusive=exclusive, reverse=reverse)
+    terms = where(inside, c * g._unsqueeze_axes((axis,)), 0)
+    return with_names(terms.sum(axis + 1), x._names)
+
+
+def _cumprod(t: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
+    return apply(_Cumprod, (t,), t._names, axis=axis, exclusive=exclusive, reverse=reverse)
+
+
+def cumprod(t: Tensor, dim) -> Tensor:
+    """Cumulative product along ``dim`` (a name or an int); keeps the names.  Its gradient is
+    right when the input holds zeros (at O(n^2) memory along ``dim`` in that case)."""
+    return _cumprod(t, _names.axis(t._names, dim, "cumprod"), False, False)
+
+
+# ----------------------------------------------------------------------------- prod
+
+
+class _Prod(Op):
+    name = "prod"
+    saves = (0,)
+
+    @staticmethod
+    def forward(B, x, axes, keepdim):
+        return B.prod(x, axis=axes, keepdims=keepdim)
+
+    @staticmethod
+    def backward(node, g):
+        (x,) = node.saved_tensors()
+        g = _expand_back(g, node)
+        axes = node.params["axes"]
+        return (g * _product_of_others(x, axes) if axes else g,)
+
+
+def _product_of_others(x: Tensor, axes) -> Tensor:
+    """For each element, the product of the other elements of its slice over ``axes``: the
+    exclusive cumulative products from the front times those from the back (no division)."""
+    if len(axes) == 1:
+        (a,) = axes
+        return _cumprod(x, a, True, False) * _cumprod(x, a, True, True)
+    # several dims: move them to the end and flatten them into one
+    kept = [a for a in range(x.ndim) if a not in axes]
+    perm = kept + list(axes)
+    moved = x.permute(*perm)
+    lead = len(kept)
+    n = _count(moved.shape, range(lead, x.ndim))
+    flat = moved.reshape(moved.shape[:lead] + (n,), names=moved.names[:lead] + (None,))
+    others = _cumprod(flat, lead, True, False) * _cumprod(flat, lead, True, True)
+    others = others.reshape(moved.shape, names=moved.names)
+    inverse = [0] * len(perm)
+    for k, p in enumerate(perm):
+        inverse[p] = k
+    return others.permute(*inverse)
+
+
+def prod(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Product over ``dim`` (a name, an int, a tuple of them, or ``None`` for all).
+
+    The gradient is right with zeros in the input (it never divides by it)."""
+    axes, names = _plan(t, dim, keepdim, "prod")
+    return apply(_Prod, (t,), names, axes=axes, keepdim=bool(keepdim))
+
+
+# ----------------------------------------------------------------------------- max, min
+
+
+class _Amax(Op):
+    name = "amax"
+    saves = (0,)
+    saves_output = True
+
+    @staticmethod
+    def forward(B, x, axes, keepdim, largest):
+        return (B.max if largest else B.min)(x, axis=axes, keepdims=keepdim)
+
+    @staticmethod
+    def backward(node, g):
+        x, y = node.saved_tensors()
+        B = node.B
+        return (_expand_back(g, node) * _tie_weights(B, x._data, _kept(y, node)._data, node.params["axes"], x._names),)
+
+
+class _Amin(_Amax):
+    name = "amin"
+
+
+def _tie_weights(B, x, extreme, axes, names) -> Tensor:
+    """A constant: 1/count where array ``x`` equals its slice's ``extreme`` (count = how many do), else 0."""
+    hit = B.astype(x == extreme, x.dtype)
+    return Tensor._make(hit / B.sum(hit, axis=axes, keepdims=True), names, B)
+
+
+def _extreme(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
+    axes, names = _plan(t, dim, keepdim, op)
+    _nonempty(t, axes, op)
+    return apply(_Amax if largest else _Amin, (t,), names, axes=axes, keepdim=bool(keepdim), largest=largest)
+
+
+def amax(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Largest value over ``dim`` (a name, an int, a tuple, or ``None`` for all); the gradient
+    is split evenly among ties."""
+    return _extreme(t, dim, keepdim, True, "amax")
+
+
+def amin(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Smallest value over ``dim``; the gradient is split evenly among ties."""
+    return _extreme(t, dim, keepdim, False, "amin")
+
+
+def _extreme_along(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> ValuesIndices:
+    ax = _one_axis(t, dim, op)
+    _nonempty(t, (ax,), op)
+    B = t._B
+    at = Tensor._make((B.argmax if largest else B.argmin)(t._data, axis=ax, keepdims=True), t._names, B)
+    values = gather(t, ax, at)  # its gradient goes to the selected entry only
+    if keepdim:
+        return ValuesIndices(values, at)
+    return ValuesIndices(squeeze(values, ax), squeeze(at, ax))
+
+
+def max(t: Tensor, dim=None, keepdim: bool = False):  # noqa: A001 - PyTorch spelling
+    """``t.max()``: the largest value (a 0-dim tensor; ties share the gradient).
+    ``t.max(dim)``: ``(values, indices)`` along one dim (the gradient goes to the selected entry).
+    ``t.max(other)``: elementwise :func:`maximum`."""
+    if isinstance(dim, Tensor):
+        return maximum(t, dim)
+    if dim is None:
+        return _extreme(t, None, keepdim, True, "max")
+    return _extreme_along(t, dim, keepdim, True, "max")
+
+
+def min(t: Tensor, dim=None, keepdim: bool = False):  # noqa: A001 - PyTorch spelling
+    """Like :func:`max`, for the smallest value (``t.min(other)`` is :func:`minimum`)."""
+    if isinstance(dim, Tensor):
+        return minimum(t, dim)
+    if dim is None:
+        return _extreme(t, None, keepdim, False, "min")
+    return _extreme_along(t, dim, keepdim, False, "min")
+
+
+class _Argmax(Op):
+    name = "argmax"
+    differentiable = False
+
+    @staticmethod
+    def forward(B, x, axis, keepdim, largest):
+        if axis is None:
+            out = (B.argmax if largest else B.argmin)(x)
+            return B.reshape(out, (1,) * len(x.shape)) if keepdim else out
+        return (B.argmax if largest else B.argmin)(x, axis=axis, keepdims=keepdim)
+
+
+def _arg_extreme(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
+    if dim is None:
+        _nonempty(t, range(t.ndim), op)
+        names = t._names if keepdim else ()
+        return apply(_Argmax, (t,), names, axis=None, keepdim=bool(keepdim), largest=largest)
+    ax = _one_axis(t, dim, op)
+    _, names = _plan(t, dim, keepdim, op)
+    _nonempty(t, (ax,), op)
+    return apply(_Argmax, (t,), names, axis=ax, keepdim=bool(keepdim), largest=largest)
+
+
+def argmax(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Index (int64) of the largest value along ``dim``; ``dim=None`` gives the index into the
+    flattened tensor.  The first one wins among ties.  No gradient."""
+    return _arg_extreme(t, dim, keepdim, True, "argmax")
+
+
+def argmin(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Index (int64) of the smallest value along ``dim`` (``None``: into the flattened tensor)."""
+    return _arg_extreme(t, dim, keepdim, False, "argmin")
+
+
+# ----------------------------------------------------------------------------- var, std
+
+
+class _Var(Op):
+    name = "var"
+    saves = (0,)
+
+    @staticmethod
+    def forward(B, x, axes, keepdim, correction):
+        return B.var(x, axis=axes, keepdims=keepdim, correction=correction)
+
+    @staticmethod
+    def backward(node, g):
+        (x,) = node.saved_tensors()
+        axes = node.params["axes"]
+        dof = _count(node.in_shapes[0], axes) - node.params["correction"]
+        scale = 2.0 / dof if dof > 0 else math.nan
+        return (_expand_back(g, node) * (x - x.mean(axes, keepdim=True)) * scale,)
+
+
+def _correction(unbiased: Optional[bool], correction, op: str):
+    if unbiased is not None and correction is not None:
+        raise TypeError(f"{op}: give correction= or unbiased=, not both.")
+    if unbiased is not None:
+        return 1 if unbiased else 0
+    return 1 if correction is None else correction
+
+
+def var(t: Tensor, dim=None, unbiased: Optional[bool] = None, keepdim: bool = False, *, correction=None) -> Tensor:
+    """Variance over ``dim``, dividing by ``N - correction`` (default 1, Bessel's correction;
+    ``unbiased=False`` means ``correction=0``).  Integer tensors are computed in float32."""
+    c = _correction(unbiased, correction, "var")
+    axes, names = _plan(t, dim, keepdim, "var")
+    return apply(_Var, (_floating(t),), names, axes=axes, keepdim=bool(keepdim), correction=c)
+
+
+def std(t: Tensor, dim=None, unbiased: Optional[bool] = None, keepdim: bool = False, *, correction=None) -> Tensor:
+    """Standard deviation over ``dim``: ``var(...).sqrt()`` with the same arguments."""
+    c = _correction(unbiased, correction, "std")
+    return var(t, dim, keepdim=keepdim, correction=c).sqrt()
+
+
+# ----------------------------------------------------------------------------- logsumexp, norm
+
+
+class _LogSumExp(Op):
+    name = "logsumexp"
+    saves = (0,)
+    saves_output = True
+
+    @staticmethod
+    def forward(B, x, axes, keepdim):
+        m = B.max(x, axis=axes, keepdims=True)
+        # an all -inf (or +inf) slice would give inf - inf; shifting it by 0 gives -inf (inf) as it should
+        m = B.where(B.isfinite(m), m, B.zeros_like(m))
+        out = B.log(B.sum(B.exp(x - m), axis=axes, keepdims=True)) + m
+        return out if keepdim else B.squeeze(out, axis=axes)
+
+    @staticmethod
+    def backward(node, g):
+        x, y = node.saved_tensors()
+        return (_expand_back(g, node) * (x - _kept(y, node)).exp(),)
+
+
+def logsumexp(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(t)))`` over ``dim``, computed without overflow (``None``: all dims)."""
+    axes, names = _plan(t, dim, keepdim, "logsumexp")
+    _nonempty(t, axes, "logsumexp")
+    return apply(_LogSumExp, (_floating(t),), names, axes=axes, keepdim=bool(keepdim))
+
+
+class _Norm(Op):
+    name = "norm"
+    saves = (0,)
+    saves_output = True
+
+    @staticmethod
+    def forward(B, x, axes, keepdim, p):
+        a = B.abs(x)
+        if p == 2:
+            return B.sqrt(B.sum(x * x, axis=axes, keepdims=keepdim))
+        if p == 1:
+            return B.sum(a, axis=axes, keepdims=keepdim)
+        if p == math.inf:
+            return B.max(a, axis=axes, keepdims=keepdim)
+        if p == -math.inf:
+            return B.min(a, axis=axes, keepdims=keepdim)
+        if p == 0:
+            return B.sum(B.astype(a != 0, x.dtype), axis=axes, keepdims=keepdim)
+        return B.sum(a ** p, axis=axes, keepdims=keepdim) ** (1.0 / p)
+
+    @staticmethod
+    def backward(node, g):
+        x, y = node.saved_tensors()
+        p = node.params["p"]
+        g = _expand_back(g, node)
+        y = _kept(y, node)
+        if p == 0:
+            return (g * 0,)
+        if p == 1:
+            return (g * x.sign(),)
+        if p == 2:
+            # where the norm is 0 the whole slice is 0, so the subgradient 0 comes out by itself
+            return (g * x / where(y > 0, y, 1),)
+        if p in (math.inf, -math.inf):
+            B = node.B
+            return (g * x.sign() * _tie_weights(B, B.abs(x._data), y._data, node.params["axes"], x._names),)
+        nonzero = x != 0
+        power = where(nonzero, where(nonzero, x.abs(), 1) ** (p - 1), 0)
+        return (g * x.sign() * power / where(y > 0, y, 1) ** (p - 1),)
+
+
+def norm(t: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
+    """Vector ``p``-norm over ``dim`` (``None``: all dims): ``p`` is 2 (default, also ``"fro"``), 1,
+    ``inf`` (largest ``|x|``), ``-inf`` (smallest), 0 (count of non-zeros) or any other number.
+    The gradient of the 2-norm at 0 is 0."""
+    if p == "fro":
+        p = 2
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
+        hint = f" To give the dim, write norm(dim={p!r})." if isinstance(p, (str, tuple, list)) else ""
+        raise ValueError(f"norm: p must be a number (2, 1, inf, -inf, 0, ...) or 'fro', got {p!r}.{hint}")
+    axes, names = _plan(t, dim, keepdim, "norm")
+    if p in (math.inf, -math.inf):
+        _nonempty(t, axes, "norm")
+    return apply(_Norm, (_floating(t),), names, axes=axes, keepdim=bool(keepdim), p=float(p))
+
+
+# ----------------------------------------------------------------------------- any, all
+
+
+class _Any(Op):
+    name = "any"
+    differentiable = False
+
+    @staticmethod
+    def forward(B, x, axes, keepdim, every):
+        return (B.all if every else B.any)(x, axis=axes, keepdims=keepdim)
+
+
+def any(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyTorch spelling
+    """Whether any entry over ``dim`` is non-zero (bool; no gradient)."""
+    axes, names = _plan(t, dim, keepdim, "any")
+    return apply(_Any, (t,), names, axes=axes, keepdim=bool(keepdim), every=False)
+
+
+def all(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyTorch spelling
+    """Whether every entry over ``dim`` is non-zero (bool; no gradient)."""
+    axes, names = _plan(t, dim, keepdim, "all")
+    return apply(_Any, (t,), names, axes=axes, keepdim=bool(keepdim), every=True)
+
+
+# ----------------------------------------------------------------------------- softmax
+
+
+class _Softmax(Op):
+    name = "softmax"
+    saves_output = True
+
+    @staticmethod
+    def forward(B, x, axis):
+        e = B.exp(x - B.max(x, axis=axis, keepdims=True))
+        return e / B.sum(e, axis=axis, keepdims=True)
+
+    @staticmethod
+    def backward(node, g):
+        (y,) = node.saved_tensors()
+        return (y * (g - (g * y).sum(node.params["axis"], keepdim=True)),)
+
+
+class _LogSoftmax(Op):
+    name = "log_softmax"
+    saves_output = True
+
+    @staticmethod
+    def forward(B, x, axis):
+        z = x - B.max(x, axis=axis, keepdims=True)
+        return z - B.log(B.sum(B.exp(z), axis=axis, keepdims=True))
+
+    @staticmethod
+    def backward(node, g):
+        (y,) = node.saved_tensors()
+        return (g - y.exp() * g.sum(node.params["axis"], keepdim=True),)
+
+
+def softmax(t: Tensor, dim) -> Tensor:
+    """``exp(t) / sum(exp(t))`` along ``dim`` (a name or an int), without overflow; keeps the names."""
+    ax = _names.axis(t._names, dim, "softmax")
+    _nonempty(t, (ax,), "softmax")
+    return apply(_Softmax, (_floating(t),), t._names, axis=ax)
+
+
+def log_softmax(t: Tensor, dim) -> Tensor:
+    """``log(softmax(t, dim))`` computed directly (accurate for very negative logits); keeps the names."""
+    ax = _names.axis(t._names, dim, "log_softmax")
+    _nonempty(t, (ax,), "log_softmax")
+    return apply(_LogSoftmax, (_floating(t),), t._names, axis=ax)
+
+
+METHODS = {
+    "sum": sum, "mean": mean, "prod": prod, "max": max, "min": min, "amax": amax, "amin": amin,
+    "argmax": argmax, "argmin": argmin, "std": std, "var": var, "logsumexp": logsumexp, "norm": norm,
+    "any": any, "all": all, "cumsum": cumsum, "cumprod": cumprod, "softmax": softmax, "log_softmax": log_softmax,
+}

@@ -1,20 +1,39 @@
 """Reshaping without reordering: ``reshape``/``view``, ``flatten``/``unflatten``, ``squeeze``/``unsqueeze``,
-``expand``/``broadcast_to``.
+``expand``/``expand_as``/``broadcast_to``.
 
-Name rules in :mod:`namedtensor._names` (``flatten``, ``unflatten``, ``insert``,
-``remove``, ``broadcast_to``); a reshape of a named tensor needs ``names=``.
-All forward through one ``_Reshape`` op (a view where the backend can) and one
-``_Broadcast`` op, whose gradients reshape back / sum back.
+Name rules (in :mod:`namedtensor._names`):
+
+* ``reshape``/``view`` of a named tensor need ``names=`` (names cannot be inferred);
+* ``flatten(dims, out_name)``: the consecutive ``dims`` become one dim named ``out_name``;
+  leaving out ``out_name`` is allowed only when no name would be lost (``_names.flatten``);
+* ``unflatten(dim, ((name, size), ...))``: ``dim`` is replaced by the new dims (``_names.unflatten``);
+* ``squeeze`` removes dims (``_names.reduce``), ``unsqueeze`` inserts one (``_names.insert``);
+* ``expand``/``broadcast_to``: new leading dims are unnamed unless ``names=`` names the result,
+  and the given names unify with the input's (rule 2, ``_names.broadcast_to``).
+
+Everything forwards through one ``_Reshape`` op (a view where the backend can) and one
+``_Broadcast`` op (always a view); their gradients reshape back / sum back, with the input's names.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 from .. import _names
 from ..autograd.graph import Op, apply, version_counter
 from ..tensor import Tensor
-from ._common import sum_to
+from ._common import sum_to, with_names
+
+__all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "broadcast_to"]
+
+Dim = Union[str, int]
+
+
+def _track_view(out: Tensor, t: Tensor) -> Tensor:
+    """Let ``out`` share ``t``'s version counter when its data is a view of ``t``'s (in-place edits show in both)."""
+    if t._B.is_view_of(out._data, t._data):
+        out._vc = version_counter(t)
+    return out
 
 
 class _Reshape(Op):
@@ -30,10 +49,7 @@ class _Reshape(Op):
 
 
 def _reshape(t: Tensor, shape, names) -> Tensor:
-    out = apply(_Reshape, (t,), names, shape=tuple(shape))
-    if t._B.is_view_of(out._data, t._data):
-        out._vc = version_counter(t)
-    return out
+    return _track_view(apply(_Reshape, (t,), names, shape=tuple(shape)), t)
 
 
 class _Broadcast(Op):
@@ -49,12 +65,22 @@ class _Broadcast(Op):
         return (sum_to(g, node.in_shapes[0], node.in_names[0]),)
 
 
+def _sizes(args, op: str) -> tuple:
+    """``f(2, 3)`` and ``f((2, 3))`` alike, as a tuple of ints."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    out = []
+    for s in args:
+        if isinstance(s, bool) or not hasattr(s, "__index__"):
+            raise TypeError(f"{op}: sizes must be ints, got {type(s).__name__} {s!r}.")
+        out.append(int(s.__index__()))
+    return tuple(out)
+
+
 def reshape(t: Tensor, *shape, names: Optional[Sequence] = None) -> Tensor:
     """Reshape (one size may be -1).  A named tensor needs ``names=`` for the result (names cannot be
     inferred through an arbitrary reshape); flatten/unflatten keep names without asking."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    shape = tuple(int(s) for s in shape)
+    shape = _sizes(shape, "reshape")
     if names is None:
         if t.is_named:
             raise _names.NamesError(
@@ -80,6 +106,151 @@ def reshape(t: Tensor, *shape, names: Optional[Sequence] = None) -> Tensor:
 view = reshape
 
 
+# ----------------------------------------------------------------------------- flatten / unflatten
+
+
+def flatten(t: Tensor, start_dim: Union[Dim, Sequence[Dim]] = 0, end_dim: Union[Dim, None] = -1,
+            out_name: Optional[str] = None) -> Tensor:
+    """Merge consecutive dims into one.  Two forms:
+
+    * ``t.flatten(dims, out_name)``: ``dims`` is a tuple/list of consecutive dims (names or ints),
+      in their order in ``t``; they become one dim named ``out_name``.
+    * ``t.flatten(start_dim=0, end_dim=-1, out_name=None)`` (PyTorch's form; ``start_dim`` and
+      ``end_dim`` may be names): merges ``start_dim`` through ``end_dim``.
+
+    Without ``out_name`` the new dim is unnamed, which is allowed only when the merged dims are all
+    unnamed (names are never dropped silently) or when a single dim is "merged" (it keeps its name).
+    A 0-dim tensor flattens to one dim of size 1.  The result is a view where the backend can.
+    """
+    if isinstance(start_dim, (tuple, list)):
+        dims = tuple(start_dim)
+        if isinstance(end_dim, str) or end_dim is None:
+            if out_name is not None:
+                raise TypeError("flatten(dims, out_name): out_name was given twice.")
+            out_name = end_dim
+        elif end_dim != -1:
+            raise TypeError(
+                f"flatten(dims, out_name): the argument after dims is the new dim's name, got {end_dim!r}."
+            )
+    elif t.ndim == 0:
+        _names.axis((None,), start_dim, "flatten")
+        _names.axis((None,), end_dim, "flatten")
+        return _reshape(t, (1,), _names.validate((out_name,), 1, "flatten"))
+    else:
+        start = _names.axis(t._names, start_dim, "flatten")
+        end = _names.axis(t._names, end_dim, "flatten")
+        if start > end:
+            raise ValueError(
+                f"flatten: start_dim {start_dim!r} (dim {start}) comes after end_dim {end_dim!r} (dim {end}) "
+                f"in a tensor with names {_names.fmt(t._names)}."
+            )
+        dims = tuple(range(start, end + 1))
+    start, stop, names = _names.flatten(t._names, dims, out_name, "flatten")
+    shape = t.shape
+    merged = 1
+    for s in shape[start:stop]:
+        merged *= s
+    return _reshape(t, shape[:start] + (merged,) + shape[stop:], names)
+
+
+def _unflatten_spec(sizes, names, op: str):
+    """``(sizes, new_names, named)`` from ints (+ ``names=``), ``(name, size)`` pairs or a dict."""
+    if isinstance(sizes, dict):
+        sizes = tuple(sizes.items())
+    if not isinstance(sizes, (tuple, list)):
+        raise TypeError(
+            f"{op}: sizes must be a tuple of ints or of (name, size) pairs, got {type(sizes).__name__}."
+        )
+    pairs = [isinstance(s, (tuple, list)) for s in sizes]
+    if sizes and all(pairs):
+        if names is not None:
+            raise TypeError(f"{op}: names= cannot be combined with (name, size) pairs; give the names once.")
+        for p in sizes:
+            if len(p) != 2:
+                raise TypeError(f"{op}: each pair must be (name, size), got {tuple(p)!r}.")
+        new_names = tuple(p[0] for p in sizes)
+        return _sizes(tuple(p[1] for p in sizes), op), new_names, True
+    if any(pairs):
+        raise TypeError(f"{op}: sizes must be all ints or all (name, size) pairs, got {tuple(sizes)!r}.")
+    ints = _sizes((tuple(sizes),), op)
+    if names is None:
+        return ints, (None,) * len(ints), False
+    if isinstance(names, str):
+        raise _names.NamesError(f"{op}: names must be a sequence of names, not the str {names!r}.")
+    names = tuple(names)
+    if len(names) != len(ints):
+        raise _names.NamesError(f"{op}: got {len(names)} names {_names.fmt(names)} for {len(ints)} sizes {ints}.")
+    return ints, names, True
+
+
+def unflatten(t: Tensor, dim: Dim, sizes, names: Optional[Sequence] = None) -> Tensor:
+    """Split ``dim`` into several dims: ``t.unflatten("feat", (("head", 4), ("d", -1)))``.
+
+    ``sizes`` is a tuple of ``(name, size)`` pairs, a dict ``{name: size}``, or a tuple of ints with
+    the new names in ``names=`` (or without names, for an unnamed ``dim`` only: a named dim would
+    lose its name).  One size may be -1 (inferred).  The result is a view where the backend can.
+    """
+    ax = _names.axis(t._names, dim, "unflatten")
+    ints, new_names, named = _unflatten_spec(sizes, names, "unflatten")
+    out_names = _names.unflatten(t._names, ax, new_names, "unflatten", named)
+    size = t.shape[ax]
+    if ints.count(-1) > 1:
+        raise ValueError(f"unflatten: only one size may be -1, got {ints}.")
+    if any(s < -1 for s in ints):
+        raise ValueError(f"unflatten: sizes must be non-negative (or -1 once), got {ints}.")
+    known = 1
+    for s in ints:
+        if s != -1:
+            known *= s
+    where = f"{_names._dim_label(t._names, ax)} of size {size} in a tensor with names {_names.fmt(t._names)}"
+    if -1 in ints:
+        if known == 0:
+            raise ValueError(f"unflatten: the size -1 is ambiguous in {ints}, which has a 0 size ({where}).")
+        if size % known:
+            raise ValueError(f"unflatten: sizes {ints} don't multiply up to the size of {where}.")
+        ints = tuple(size // known if s == -1 else s for s in ints)
+    elif known != size:
+        raise ValueError(f"unflatten: sizes {ints} don't multiply up to the size of {where}.")
+    shape = t.shape
+    return _reshape(t, shape[:ax] + ints + shape[ax + 1 :], out_names)
+
+
+# ----------------------------------------------------------------------------- squeeze / unsqueeze
+
+
+def squeeze(t: Tensor, dim=None) -> Tensor:
+    """Remove size-1 dims: ``dim`` (a name, an int or a tuple of them), or every size-1 dim when ``None``.
+
+    Naming a dim whose size is not 1 is an error (PyTorch would silently keep it).  A view.
+    """
+    shape = t.shape
+    if dim is None:
+        dim = tuple(i for i, s in enumerate(shape) if s == 1)
+    axes, names = _names.reduce(t._names, _names.hashable_dims(dim), False, "squeeze")
+    for a in axes:
+        if shape[a] != 1:
+            raise ValueError(
+                f"squeeze: {_names._dim_label(t._names, a)} has size {shape[a]}, not 1; only size-1 dims can be "
+                f"squeezed (shape {shape}, names {_names.fmt(t._names)})."
+            )
+    if not axes:
+        return t
+    return _reshape(t, tuple(s for i, s in enumerate(shape) if i not in axes), names)
+
+
+def unsqueeze(t: Tensor, dim: int, name: Optional[str] = None) -> Tensor:
+    """Insert a size-1 dim at position ``dim`` of the result, named ``name`` (or unnamed).  A view."""
+    if isinstance(dim, str):
+        raise TypeError(
+            f"unsqueeze: dim is the position of the new dim (an int), got {dim!r}; give its name with name=, "
+            f"e.g. unsqueeze(0, name={dim!r})."
+        )
+    ax = _names.axis_or_new(t._names, dim, "unsqueeze")
+    names = _names.insert(t._names, ax, name, "unsqueeze")
+    shape = t.shape
+    return _reshape(t, shape[:ax] + (1,) + shape[ax:], names)
+
+
 def _unsqueeze_axes(t: Tensor, axes) -> Tensor:
     """Insert unnamed size-1 dims so that they sit at ``axes`` of the result (a reduction's undo)."""
     shape = list(t._data.shape)
@@ -90,13 +261,74 @@ def _unsqueeze_axes(t: Tensor, axes) -> Tensor:
     return _reshape(t, shape, _names.validate(names, len(names)))
 
 
+# ----------------------------------------------------------------------------- expand / broadcast_to
+
+
 def _broadcast_plain(t: Tensor, shape, names) -> Tensor:
     """Broadcast to ``shape`` and take ``names`` (the caller guarantees they are consistent)."""
     if tuple(t._data.shape) == tuple(shape):
-        from ._common import with_names
-
         return with_names(t, names)
     return apply(_Broadcast, (t,), names, shape=tuple(shape))
 
 
-METHODS = {"reshape": reshape, "view": view, "_unsqueeze_axes": _unsqueeze_axes, "_broadcast_plain": _broadcast_plain}
+def _expanded_shape(shape: tuple, sizes: tuple, op: str) -> tuple:
+    """PyTorch's ``expand`` sizes: -1 keeps an existing dim's size; only size-1 dims grow."""
+    lead = len(sizes) - len(shape)
+    if lead < 0:
+        raise ValueError(
+            f"{op}: the target {sizes} has fewer dims than the tensor {shape}; the target needs at least "
+            f"{len(shape)} dims."
+        )
+    out = []
+    for i, s in enumerate(sizes):
+        if i < lead:
+            if s < 0:
+                raise ValueError(f"{op}: the size {s} is not allowed for the new leading dim {i} (target {sizes}).")
+            out.append(s)
+            continue
+        cur = shape[i - lead]
+        if s == -1:
+            out.append(cur)
+        elif s < 0:
+            raise ValueError(f"{op}: sizes must be non-negative (or -1 to keep a dim), got {sizes}.")
+        elif cur == s or cur == 1:
+            out.append(s)
+        else:
+            raise ValueError(
+                f"{op}: dim {i - lead} has size {cur}, which cannot be expanded to {s} (target {sizes}, tensor "
+                f"{shape}); only size-1 dims can be expanded."
+            )
+    return tuple(out)
+
+
+def _expand(t: Tensor, sizes: tuple, names, op: str) -> Tensor:
+    shape = _expanded_shape(t.shape, sizes, op)
+    target = _names.unnamed(len(shape)) if names is None else _names.validate(names, len(shape), op)
+    return _broadcast_plain(t, shape, _names.broadcast_to(t._names, target, op))
+
+
+def expand(t: Tensor, *sizes, names: Optional[Sequence] = None) -> Tensor:
+    """Broadcast to ``sizes`` (PyTorch's ``expand``): -1 keeps a dim's size, only size-1 dims grow,
+    new dims are added in front.  ``names=`` names the result (one per dim); they must unify with
+    the input's (rule 2).  Without it, new dims are unnamed and the input's names are kept.  A view."""
+    return _expand(t, _sizes(sizes, "expand"), names, "expand")
+
+
+def broadcast_to(t: Tensor, shape: Sequence[int], names: Optional[Sequence] = None) -> Tensor:
+    """Broadcast to ``shape`` (NumPy's ``broadcast_to``, with ``expand``'s rules); ``names=`` as for
+    :func:`expand`.  A view."""
+    return _expand(t, _sizes((shape,), "broadcast_to"), names, "broadcast_to")
+
+
+def expand_as(t: Tensor, other: Tensor) -> Tensor:
+    """``t.broadcast_to(other.shape, names=other.names)``: the names must unify with ``other``'s."""
+    if not isinstance(other, Tensor):
+        raise TypeError(f"expand_as: expected a Tensor, got {type(other).__name__}.")
+    return _expand(t, other.shape, other._names, "expand_as")
+
+
+METHODS = {
+    "reshape": reshape, "view": view, "flatten": flatten, "unflatten": unflatten, "squeeze": squeeze,
+    "unsqueeze": unsqueeze, "expand": expand, "expand_as": expand_as, "broadcast_to": broadcast_to,
+    "_unsqueeze_axes": _unsqueeze_axes, "_broadcast_plain": _broadcast_plain,
+}

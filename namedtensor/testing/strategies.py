@@ -56,7 +56,11 @@ def tensors(draw, min_dims: int = 0, max_dims: int = 4, dtype: str = "float64", 
 
 @st.composite
 def broadcastable_names(draw, max_dims: int = 4):
-    """Two ``(shape, names)`` pairs that broadcast and whose names unify (rule 2)."""
+    """Two ``(shape, names)`` pairs that broadcast and whose names unify (rule 2).
+
+    Both take their names from one distinct-names tuple at the same positions from the
+    right (some dropped to ``None``), so no name can be misaligned.
+    """
     n = draw(st.integers(0, max_dims))
     shape = [draw(st.integers(1, 4)) for _ in range(n)]
     full = draw(names(n))
@@ -65,6 +69,4 @@ def broadcastable_names(draw, max_dims: int = 4):
     b_shape = tuple(s if draw(st.booleans()) else 1 for s in shape[n - k:])
     a_names = tuple(nm if draw(st.booleans()) else None for nm in full)
     b_names = tuple(nm if draw(st.booleans()) else None for nm in full[n - k:])
-    # a name kept on one side at a position where the other is None must not occur elsewhere in the other
-    b_names = tuple(nm for nm in b_names)
     return (a_shape, a_names), (b_shape, b_names)

@@ -1,0 +1,303 @@
+"""Contractions: ``matmul``/``@``, ``nt.dot`` (by name), ``nt.einsum`` (over names) and ``nt.outer``.
+
+Name rules (all in :mod:`namedtensor._names`):
+
+* ``matmul`` (:func:`~namedtensor._names.matmul`): NumPy's matmul, 1-D operands
+  and broadcast batch dims included.  Batch dims unify (rule 2); the two
+  contracted dims must have equal names when both are named (stricter than
+  PyTorch, to catch accidental alignment); the output is ``batch + a[-2] + b[-1]``
+  and may not repeat a name.
+* ``dot(*tensors, over=...)`` (:func:`~namedtensor._names.contract`): every dim
+  is named; the names in ``over`` are summed; every other name appears once in the
+  output (a name shared by several operands is a batch dim, with equal sizes), in
+  order of first appearance unless ``out=`` orders them.
+* ``einsum(spec, *tensors)`` (:func:`~namedtensor._names.parse_einsum`): the spec's
+  words name each operand's dims (refining them) and the output's.
+* ``outer(a, b)`` (:func:`~namedtensor._names.outer`): ``a.names + b.names``, disjoint.
+
+``dot``, ``einsum`` and ``outer`` run one op, ``_Einsum``, whose gradient for each
+operand is again an einsum (of the output's gradient and the other operands), so
+higher-order gradients come for free.  Operands must share a dtype kind (float
+with float, int with int), as in PyTorch; mixed float widths promote (the autograd
+engine casts each gradient back to its operand's dtype).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Optional, Sequence, Tuple, Union
+
+from .. import _names
+from ..autograd.graph import Op, apply
+from ..tensor import Tensor
+from ._common import operand, sum_to, with_names
+
+# ----------------------------------------------------------------------------- shared checks
+
+
+def _as_operand(x, like: Optional[Tensor], op: str) -> Tensor:
+    """A tensor operand: arrays become unnamed tensors; Python scalars are refused (contractions need dims)."""
+    if isinstance(x, Tensor):
+        return x
+    if like is None:
+        raise TypeError(f"{op}: expected Tensors, got {type(x).__name__}.")
+    x = operand(x, like)
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: operands need at least 1 dim, got the scalar {x!r}; use * to scale a tensor.")
+    return x
+
+
+def _check_dtypes(op: str, tensors: Sequence[Tensor]) -> None:
+    """Refuse bool operands and mixed kinds (float with int): the backends disagree on them."""
+    first = tensors[0].dtype
+    if first.kind != "b" and all(t.dtype is first for t in tensors):
+        return
+    dts = [t.dtype for t in tensors]
+    kinds = {d.kind for d in dts}
+    if "b" in kinds or len(kinds) > 1:
+        raise TypeError(
+            f"{op}: operands must all be floating point or all integer, got {', '.join(repr(d) for d in dts)}. "
+            "Convert with .to(dtype) (e.g. .float()) first."
+        )
+
+
+# ----------------------------------------------------------------------------- matmul
+
+
+@lru_cache(maxsize=4096)
+def _matmul_shapes(sa: Tuple[int, ...], sb: Tuple[int, ...]) -> Optional[str]:
+    """What is wrong with the shapes of ``a @ b`` (sizes only), or ``None``."""
+    ka = sa[-1]
+    kb = sb[-2] if len(sb) >= 2 else sb[-1]
+    if ka != kb:
+        where = "second-to-last" if len(sb) >= 2 else "only"
+        return (f"the contracted dims have different sizes: {ka} (last dim of a, shape {sa}) vs {kb} "
+                f"({where} dim of b, shape {sb})")
+    ba, bb = sa[:-2], sb[:-2]
+    for k in range(1, min(len(ba), len(bb)) + 1):
+        x, y = ba[-k], bb[-k]
+        if x != y and x != 1 and y != 1:
+            return (f"the batch dims do not broadcast: shapes {sa} and {sb} differ at batch position {-k} "
+                    f"from the right ({x} vs {y})")
+    return None
+
+
+class _Matmul(Op):
+    name = "matmul"
+    saves = (0, 1)
+
+    @staticmethod
+    def forward(B, a, b):
+        return B.matmul(a, b)
+
+    @staticmethod
+    def backward(node, g):
+        a, b = node.saved_tensors()
+        sa, sb = node.in_shapes
+        na, nb = node.in_names
+        # the gradients are matmuls of their own; computed unnamed (the operands' names are
+        # restored at the end) so that no name rule of the forward can trip on them
+        a = with_names(a, _names.unnamed(len(sa)))
+        b = with_names(b, _names.unnamed(len(sb)))
+        g = with_names(g, _names.unnamed(g.ndim))
+        # 1-D operands become matrices (a row, a column), as NumPy does internally
+        gshape = tuple(g.shape)
+        if len(sb) == 1:
+            b = b.reshape(sb[0], 1)
+            gshape = gshape + (1,)
+        if len(sa) == 1:
+            a = a.reshape(1, sa[0])
+            gshape = gshape[:-1] + (1,) + gshape[-1:]
+        if gshape != tuple(g.shape):
+            g = g.reshape(gshape)
+        ga = _to_operand(g @ b.mT, a.shape, sa, na) if node.edges[0] is not None else None
+        gb = _to_operand(a.mT @ g, b.shape, sb, nb) if node.edges[1] is not None else None
+        return ga, gb
+
+
+def _to_operand(g: Tensor, matrix_shape, shape, names) -> Tensor:
+    """Sum a gradient over broadcast batch dims, then undo the 1-D-as-matrix promotion."""
+    g = sum_to(g, tuple(matrix_shape), _names.unnamed(len(matrix_shape)))
+    if len(shape) == 1:
+        return g.reshape(shape, names=names)
+    return with_names(g, names)
+
+
+def matmul(a, b) -> Tensor:
+    """Matrix product with NumPy's rules (1-D operands, broadcast batch dims).
+
+    Names: batch dims unify (rule 2); the contracted dims (``a``'s last, ``b``'s second-to-last,
+    or a 1-D operand's only dim) must have equal names when both are named; the output is
+    ``batch + (a.names[-2], b.names[-1])`` (minus the dims of 1-D operands), without repeats.
+    """
+    if isinstance(a, Tensor):
+        b = _as_operand(b, a, "matmul")
+    else:
+        a = _as_operand(a, b if isinstance(b, Tensor) else None, "matmul")
+    names = _names.matmul(a._names, b._names, "matmul")
+    sa, sb = a._data.shape, b._data.shape
+    problem = _matmul_shapes(tuple(sa), tuple(sb))
+    if problem is not None:
+        raise ValueError(f"matmul: {problem}; names {_names.fmt(a._names)} and {_names.fmt(b._names)}.")
+    _check_dtypes("matmul", (a, b))
+    return apply(_Matmul, (a, b), names)
+
+
+def _rmatmul(b: Tensor, a) -> Tensor:
+    return matmul(_as_operand(a, b, "matmul"), b)
+
+
+# ----------------------------------------------------------------------------- einsum (one op)
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _letters(ids: Tuple[int, ...]) -> str:
+    return "".join(_LETTERS[i] for i in ids)
+
+
+@lru_cache(maxsize=64)
+def _einsum_op(n: int) -> type:
+    """The einsum op for ``n`` operands (it saves them all: each gradient needs the others)."""
+    return type(f"_Einsum{n}", (_EinsumBase,), {"saves": tuple(range(n))})
+
+
+class _EinsumBase(Op):
+    """``B.einsum`` over dim ids: ``ids[i]`` are operand ``i``'s, ``out`` the output's (ints, no repeats
+    within an operand)."""
+
+    name = "einsum"
+
+    @staticmethod
+    def forward(B, *arrays, ids, out):
+        return B.einsum(",".join(_letters(i) for i in ids) + "->" + _letters(out), *arrays)
+
+    @staticmethod
+    def backward(node, g):
+        saved = node.saved_tensors()
+        ids, out = node.params["ids"], node.params["out"]
+        grads = []
+        for i, own in enumerate(ids):
+            if node.edges[i] is None:
+                grads.append(None)
+                continue
+            others = [saved[j] for j in range(len(saved)) if j != i]
+            other_ids = (out,) + tuple(ids[j] for j in range(len(ids)) if j != i)
+            present = set(out).union(*other_ids[1:])
+            # a dim summed in operand i alone gets a constant gradient along it: compute the
+            # gradient without it, then broadcast it back
+            kept = tuple(d for d in own if d in present)
+            in_names = node.in_names[i]
+            names = tuple(n for d, n in zip(own, in_names) if d in present)
+            gi = _einsum(tuple([g] + others), other_ids, kept, _names.validate(names, len(names)))
+            if len(kept) != len(own):
+                missing = tuple(k for k, d in enumerate(own) if d not in present)
+                gi = gi._unsqueeze_axes(missing)._broadcast_plain(tuple(node.in_shapes[i]), in_names)
+            grads.append(gi)
+        return tuple(grads)
+
+
+def _einsum(tensors: Tuple[Tensor, ...], ids, out, names, op: str = "einsum") -> Tensor:
+    """Run the einsum op on tensors whose dims have ``ids``; the output gets ``names``."""
+    _check_dtypes(op, tensors)
+    return apply(_einsum_op(len(tensors)), tensors, names, ids=ids, out=out)
+
+
+def _check_sizes(op: str, tensors: Sequence[Tensor], ids, labels) -> None:
+    """Dims with the same id must have the same size (no broadcasting in a contraction by name)."""
+    sizes: dict = {}
+    for t, t_ids in zip(tensors, ids):
+        for d, s in zip(t_ids, t._data.shape):
+            prev = sizes.setdefault(d, (s, t))
+            if prev[0] != s:
+                raise ValueError(
+                    f"{op}: dim {labels[d]!r} has size {prev[0]} in the operand with names "
+                    f"{_names.fmt(prev[1]._names)} (shape {prev[1].shape}) but size {s} in the operand "
+                    f"with names {_names.fmt(t._names)} (shape {t.shape}); a dim shared by name must "
+                    "have one size."
+                )
+
+
+@lru_cache(maxsize=4096)
+def _plan(all_names: Tuple[_names.Names, ...], over: Tuple[str, ...], out: Optional[Tuple[str, ...]], op: str):
+    """``contract``'s plan plus each id's name (for messages); refuses more dims than einsum has letters."""
+    ids, out_ids, out_names = _names.contract(all_names, over, out, op)
+    labels = {}
+    for names, t_ids in zip(all_names, ids):
+        labels.update(zip(t_ids, names))
+    if len(labels) > len(_LETTERS):
+        raise ValueError(
+            f"{op}: {len(labels)} distinct dims; at most {len(_LETTERS)} can take part in one contraction."
+        )
+    return ids, out_ids, out_names, labels
+
+
+def _contract(op: str, tensors: Tuple[Tensor, ...], all_names, over, out) -> Tensor:
+    ids, out_ids, out_names, labels = _plan(all_names, over, out, op)
+    _check_sizes(op, tensors, ids, labels)
+    return _einsum(tensors, ids, out_ids, out_names, op)
+
+
+def _as_names(x, what: str, op: str) -> Tuple[str, ...]:
+    if isinstance(x, str):
+        return (x,)
+    if isinstance(x, (tuple, list)):
+        return tuple(x)
+    raise TypeError(f"{op}: {what} must be a dim name or a tuple of names, got {type(x).__name__} {x!r}.")
+
+
+def dot(*tensors: Tensor, over: Union[str, Sequence[str]], out: Optional[Sequence[str]] = None) -> Tensor:
+    """Contract by name: sum over the dims named in ``over``; keep every other name once.
+
+    Every dim of every operand must be named.  A name that several operands share and that
+    is not in ``over`` is a batch dim (its sizes must be equal).  The output's dims come in
+    order of first appearance, or in the order ``out`` gives.
+
+        nt.dot(q, k, over="embed")        # (batch, seq, embed) . (batch, key, embed) -> (batch, seq, key)
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if not tensors:
+        raise TypeError("dot: give at least one tensor.")
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"dot: expected Tensors, got {type(t).__name__}.")
+    over = _as_names(over, "over", "dot")
+    out = None if out is None else _as_names(out, "out", "dot")
+    return _contract("dot", tensors, tuple(t._names for t in tensors), over, out)
+
+
+def einsum(spec: str, *tensors) -> Tensor:
+    """Einstein summation over names: ``nt.einsum("batch seq d, d out -> batch seq out", x, w)``.
+
+    Operands are separated by ``,``, their dims by spaces, and each word is a dim name; a spec
+    without spaces is read letter by letter as in NumPy (``"ij,jk->ik"``).  Each operand's names
+    are refined with the spec's (an unnamed dim takes the spec's name, a named dim must already
+    have it); dims left out of the output are summed; the output is named by the spec's output words.
+    """
+    if not isinstance(spec, str):
+        raise TypeError(f"einsum: the spec must be a str, got {type(spec).__name__}.")
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    like = next((t for t in tensors if isinstance(t, Tensor)), None)
+    tensors = tuple(_as_operand(t, like, "einsum") for t in tensors)
+    refined, out = _names.parse_einsum(spec, tuple(t._names for t in tensors), "einsum")
+    seen = []
+    for names in refined:
+        seen.extend(n for n in names if n not in seen)
+    over = tuple(n for n in seen if n not in out)
+    return _contract("einsum", tensors, refined, over, out)
+
+
+def outer(a: Tensor, b: Tensor) -> Tensor:
+    """Outer product of tensors of any number of dims: shape ``a.shape + b.shape``, names
+    ``a.names + b.names`` (which must not share a name; use :func:`dot` for shared batch dims)."""
+    if not isinstance(a, Tensor):
+        raise TypeError(f"outer: expected Tensors, got {type(a).__name__}.")
+    b = _as_operand(b, a, "outer")
+    names = _names.outer(a._names, b._names, "outer")
+    na = a.ndim
+    return _einsum((a, b), (tuple(range(na)), tuple(range(na, na + b.ndim))), tuple(range(na + b.ndim)), names, "outer")
+
+
+METHODS = {"matmul": matmul, "__matmul__": matmul, "__rmatmul__": _rmatmul, "outer": outer}
