@@ -101,9 +101,9 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
             if not t._rg:
                 raise RuntimeError(f"grad: input {i} (names {t._names}) does not require grad.")
             if t._node is None:
-                capture_leaf[id(t)] = i
+                capture_leaf.setdefault(id(t), []).append(i)
             else:
-                capture_node[(id(t._node), t._idx)] = i
+                capture_node.setdefault((id(t._node), t._idx), []).append(i)
     captured = [None] * (len(inputs) if inputs is not None else 0)
 
     pending = {}  # id(node) -> [node, list of per-output grads]
@@ -152,8 +152,7 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
                         if res is not None:
                             out_grads[k] = res
                 if capture_node:
-                    slot = capture_node.get((id(node), k))
-                    if slot is not None:
+                    for slot in capture_node.get((id(node), k), ()):
                         captured[slot] = out_grads[k]
             in_grads = node.op.backward(node, *out_grads)
             if not retain_graph:
@@ -175,9 +174,10 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
                 res = hook(g)
                 if res is not None:
                     g = res
-        slot = capture_leaf.get(id(leaf))
-        if slot is not None:
-            captured[slot] = g
+        slots = capture_leaf.get(id(leaf))
+        if slots:
+            for slot in slots:
+                captured[slot] = g
             continue
         if inputs is not None or not accumulate:
             continue

@@ -37,6 +37,8 @@ class Backend:
     def __init__(self) -> None:
         for fn in STANDARD:
             setattr(self, fn, getattr(self.xp, fn))
+        if hasattr(self.xp, "logaddexp"):  # in the standard since 2022.12; the method below is the fallback
+            self.logaddexp = self.xp.logaddexp
         native = {}
         for d in _dtypes.ALL:
             found = getattr(self.xp, "bool" if d is _dtypes.bool_ else d.name, None)
@@ -119,6 +121,7 @@ class Backend:
 
     def logaddexp(self, a, b):
         m = self.maximum(a, b)
+        m = self.where(self.isfinite(m), m, self.zeros_like(m))  # -inf - -inf would be nan
         return m + self.log(self.exp(a - m) + self.exp(b - m))
 
     # random numbers ------------------------------------------------------------------

@@ -124,6 +124,7 @@ def erf_series(x):
     frac = big.copy()
     for k in range(60, 0, -1):
         frac = big + (k / 2.0) / frac
-    cf = 1.0 - np.exp(-big * big) / math.sqrt(math.pi) / frac
+    with np.errstate(over="ignore"):  # big * big overflows to inf for |x| > 1e154: exp(-inf) is the 0 we want
+        cf = 1.0 - np.exp(-big * big) / math.sqrt(math.pi) / frac
     out = np.where(a <= 2.5, series, cf) * np.sign(work)
     return out.astype(x.dtype) if x.dtype.kind == "f" else out

@@ -10,7 +10,8 @@ Name rules:
 ``max``/``min`` with a dim return ``(values, indices)`` and send the gradient to the selected
 element; ``amax``/``amin`` (and ``max``/``min`` of the whole tensor) split it evenly among ties,
 as PyTorch does.  Products (``prod``, ``cumprod``) have gradients that are right when the input
-holds zeros: they are written with exclusive cumulative products, never by dividing by the input.
+holds zeros: ``prod``'s is a product of exclusive cumulative products (no division), ``cumprod``'s
+divides by the input only when it holds no zero.
 Integer tensors are averaged, normalised and softmaxed in float32.
 """
 
@@ -453,9 +454,9 @@ class _Norm(Op):
 
     @staticmethod
     def forward(B, x, axes, keepdim, p):
-        a = B.abs(x)
         if p == 2:
             return B.sqrt(B.sum(x * x, axis=axes, keepdims=keepdim))
+        a = B.abs(x)
         if p == 1:
             return B.sum(a, axis=axes, keepdims=keepdim)
         if p == math.inf:

@@ -67,6 +67,9 @@ def gradcheck(fn: Callable, *inputs: Tensor, eps: float = 1e-6, atol: float = 1e
     check = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not check:
         raise ValueError("gradcheck: no input requires grad.")
+    # one fresh leaf per position: the same tensor passed twice is checked once per position,
+    # as the central differences perturb one position at a time
+    inputs = tuple(x.detach().requires_grad_() if i in check else x for i, x in enumerate(inputs))
     with enable_grad():
         probe = _outputs(fn(*inputs))
         weights = _weights(probe, seed)
