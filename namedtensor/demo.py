@@ -41,11 +41,11 @@ def rule_examples() -> None:
     print("t[{'col': 1}] =", t[{"col": 1}].tolist(), "names", t[{"col": 1}].names)
 
 
-def make_data(n: int, feats: int, classes: int):
-    """Points around one centre per class: named ('sample', 'feat') and ('sample',)."""
-    centres = nt.randn(classes, feats, names=("class", "feat")) * 2.0
+def make_data(centres, n: int):
+    """Noisy points around one centre per class: named ('sample', 'feat') and ('sample',)."""
+    classes, feats = centres.shape
     labels = nt.randint(0, classes, (n,), names=("sample",))
-    noise = nt.randn(n, feats, names=("sample", "feat"))
+    noise = nt.randn(n, feats, names=("sample", "feat")) * 1.5
     # a named index replaces the dim it selects from: ('class', 'feat') -> ('sample', 'feat')
     points = centres.index_select("class", labels) + noise
     return points, labels
@@ -54,7 +54,9 @@ def make_data(n: int, feats: int, classes: int):
 def train(steps: int, seed: int) -> float:
     nt.manual_seed(seed)
     feats, classes = 8, 4
-    x, y = make_data(512, feats, classes)
+    centres = nt.randn(classes, feats, names=("class", "feat"))
+    x, y = make_data(centres, 512)
+    x_test, y_test = make_data(centres, 512)
     w = (nt.randn(feats, classes, names=("feat", "class")) * 0.1).requires_grad_()
     b = nt.zeros(classes, names=("class",), requires_grad=True)
     lr = 0.5
@@ -72,9 +74,12 @@ def train(steps: int, seed: int) -> float:
             b.sub_(b.grad * lr)
         if step % max(1, steps // 5) == 0:
             acc = (logits.argmax("class") == y).float().mean().item()
-            print(f"step {step:4d}  loss {loss.item():.4f}  accuracy {acc:.3f}  grad names {w.grad.names}")
-    acc = (logits.argmax("class") == y).float().mean().item()
-    print(f"trained {steps} steps in {time.perf_counter() - start:.2f}s, final accuracy {acc:.3f}")
+            print(f"step {step:4d}  loss {loss.item():.4f}  train accuracy {acc:.3f}  grad names {w.grad.names}")
+    with nt.no_grad():
+        test_logits = nt.dot(x_test, w, over="feat") + b
+    acc = (test_logits.argmax("class") == y_test).float().mean().item()
+    print(f"trained {steps} steps in {time.perf_counter() - start:.2f}s; held-out accuracy {acc:.3f} "
+          f"(chance {1 / classes:.2f})")
     return acc
 
 

@@ -178,6 +178,9 @@ def test_nt_grad_leaf_and_non_leaf():
     assert_close(g, np.array([2.0, 4.0]))
     g2 = nt.grad([(x * 2).sum(), (x * x).sum()], x)[0]  # several outputs: gradients add
     assert_close(g2, np.array([4.0, 6.0]))
+    ga, gb = nt.grad((x * x).sum(), [x, x])  # the same input twice
+    assert_close(ga, np.array([2.0, 4.0]))
+    assert_close(gb, np.array([2.0, 4.0]))
 
 
 def test_nt_grad_allow_unused():
@@ -324,8 +327,16 @@ def test_set_grad_enabled():
     x = _leaf([1.0], ("x",))
     with nt.set_grad_enabled(False):
         assert not (x * 2).requires_grad
+    assert nt.is_grad_enabled()
     with nt.set_grad_enabled(True):
         assert (x * 2).requires_grad
+    try:
+        nt.set_grad_enabled(False)  # a plain call sets the mode, as in PyTorch
+        assert not nt.is_grad_enabled() and not (x * 2).requires_grad
+        nt.set_grad_enabled(True)
+        assert nt.is_grad_enabled() and (x * 2).requires_grad
+    finally:
+        nt.set_grad_enabled(True)
 
     @nt.set_grad_enabled(False)
     def f(t):

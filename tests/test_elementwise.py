@@ -118,6 +118,10 @@ def test_gelu_bad_approximate():
 def test_unary_refuses_non_tensors():
     with pytest.raises(TypeError, match="exp: expected a Tensor, got list"):
         ew.exp([1.0])
+    for fn, label in ((lambda: nt.isnan(1.0), "isnan"), (lambda: nt.gelu(1.0, approximate="tanh"), "gelu"),
+                      (lambda: nt.clip(1.0, 0, 1), "clip"), (lambda: nt.logical_not(True), "logical_not")):
+        with pytest.raises(TypeError, match=f"{label}: expected a Tensor, got"):
+            fn()
 
 
 @fixture_ok
@@ -265,6 +269,30 @@ def test_size_mismatch_is_a_clear_error():
     y = _t(np.ones((2, 4)), ("a", "b"))
     with pytest.raises(ValueError):
         x + y
+
+
+DTYPE_VALUES = {"float32": np.array([1.5, -2.0], np.float32), "float64": np.array([0.5, 3.0]),
+                "int64": np.array([2, -3]), "int32": np.array([4, 1], np.int32), "bool": np.array([True, False])}
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "maximum", "minimum", "eq", "lt", "logical_and",
+                                  "logical_xor", "where"])
+def test_mixed_dtypes_follow_numpy(name):
+    """Both backends promote as NumPy 2 does (array-api-strict alone would refuse mixed kinds)."""
+    c = np.array([True, False])
+    for ka, a in DTYPE_VALUES.items():
+        for kb, b in DTYPE_VALUES.items():
+            if ka == kb == "bool" and name not in ("eq", "logical_and", "logical_xor", "where"):
+                continue  # arithmetic on two bool arrays is NumPy-only
+            if name == "sub" and "bool" in (ka, kb):
+                continue  # NumPy refuses it too
+            with np.errstate(divide="ignore"):  # x / False
+                if name == "where":
+                    out, expected = nt.where(_t(c, None), _t(a, None), _t(b, None)), np.where(c, a, b)
+                else:
+                    out, expected = getattr(ew, name)(_t(a, None), _t(b, None)), BINARY_REF[name](a, b)
+            assert out.numpy().dtype == expected.dtype, (ka, kb)
+            np.testing.assert_allclose(out.numpy().astype(float), expected.astype(float), rtol=1e-6)
 
 
 # ----------------------------------------------------------------------------- scalars and arrays

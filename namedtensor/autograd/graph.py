@@ -69,8 +69,30 @@ def enable_grad() -> _GradMode:
     return _GradMode(True)
 
 
+class _SetGradEnabled(_GradMode):
+    """Sets the mode at once (``nt.set_grad_enabled(False)`` as a plain call works, as in PyTorch);
+    as a context manager it restores the previous mode on exit."""
+
+    __slots__ = ()
+
+    def __init__(self, mode: bool) -> None:
+        global _grad_enabled
+        self._mode = mode
+        self._prev = _grad_enabled
+        _grad_enabled = mode
+
+    def __enter__(self):
+        return self
+
+    def __call__(self, fn):
+        global _grad_enabled
+        _grad_enabled = self._prev  # as a decorator it must not change the mode where it is applied
+        return super().__call__(fn)
+
+
 def set_grad_enabled(mode: bool) -> _GradMode:
-    return _GradMode(bool(mode))
+    """Turn graph recording on or off: as a call, a context manager or a decorator."""
+    return _SetGradEnabled(bool(mode))
 
 
 class Op:

@@ -83,6 +83,13 @@ class Backend:
     def is_view_of(self, out, x) -> bool:
         return False
 
+    #: whether the namespace's elementwise functions take ``out=`` (used to reuse temporaries' buffers)
+    supports_out = False
+
+    def owns_writable(self, x) -> bool:
+        """``x`` owns its memory (is not a view of another array) and may be written."""
+        return False
+
     def item(self, x):
         raise NotImplementedError
 

@@ -43,6 +43,11 @@ class NumpyBackend(Backend):
     def is_view_of(self, out, x) -> bool:
         return np.may_share_memory(out, x)
 
+    supports_out = True
+
+    def owns_writable(self, x) -> bool:
+        return x.__class__ is np.ndarray and x.base is None and x.flags.writeable
+
     def erf(self, x):
         if self._scipy_erf is not None:
             return self._scipy_erf(x)

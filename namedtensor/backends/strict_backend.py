@@ -33,6 +33,25 @@ class StrictBackend(Backend):
         for fn in ("maximum", "minimum", "remainder", "floor_divide", "equal", "not_equal", "less",
                    "less_equal", "greater", "greater_equal"):
             setattr(self, fn, self._scalar_safe(getattr(array_api_strict, fn)))
+        for fn in ("logical_and", "logical_or", "logical_xor"):
+            setattr(self, fn, self._truthy(getattr(array_api_strict, fn)))
+        self.where = self._where
+
+    def _where(self, cond, a, b):
+        # NumPy promotes the two branches (where(mask, float_array, int_array) is float64)
+        return self.xp.where(cond, self._arr(a, b), self._arr(b, a))
+
+    def _truthy(self, fn):
+        # NumPy's logical ops take any dtype and test for nonzero
+        def call(a, b):
+            return fn(self._as_bool(a), self._as_bool(b))
+
+        return call
+
+    def _as_bool(self, x):
+        if self.is_array(x):
+            return x if x.dtype == self.xp.bool else self.xp.astype(x, self.xp.bool)
+        return bool(x)
 
     def _scalar_safe(self, fn):
         def call(a, b):

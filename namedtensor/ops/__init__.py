@@ -28,6 +28,7 @@ from ..tensor import install_methods
 FAMILIES = ("creation", "elementwise", "reductions", "naming", "shape", "joining", "movement", "indexing",
             "linalg", "sorting", "dtype", "inplace")
 
+_installed = []
 for _family in FAMILIES:
     try:
         _module = importlib.import_module(f".{_family}", __name__)
@@ -36,3 +37,4 @@ for _family in FAMILIES:
             raise
         continue
     install_methods(getattr(_module, "METHODS", {}))
+    _installed.append(_family)

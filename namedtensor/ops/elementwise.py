@@ -9,11 +9,13 @@ tensor ops (so it can be differentiated again).
 from __future__ import annotations
 
 import math
+from sys import getrefcount
 
 from .. import _names
 from .._names import unify
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
+from . import _elision
 from ._common import SCALARS, operand, sum_to
 
 # ----------------------------------------------------------------------------- unary
@@ -68,6 +70,12 @@ UNARY = {
     "reciprocal": (lambda B, x: 1 / x, lambda x, y, g: -g * y * y, "y"),
     "square": (lambda B, x: x * x, lambda x, y, g: g * 2 * x, "x"),
 }
+
+
+def _tensor_arg(x, op: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}.")
+    return x
 
 
 def _silu_grad(x):
@@ -133,7 +141,7 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:  # noqa: F811 - adds t
     if approximate == "none":
         return UNARY_OPS["gelu"][1](x)
     if approximate == "tanh":
-        return apply(_GeluTanh, (x,), x._names)
+        return apply(_GeluTanh, (_tensor_arg(x, "gelu"),), x._names)
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}.")
 
 
@@ -172,7 +180,7 @@ def clip(x: Tensor, min=None, max=None) -> Tensor:
         return out
     if min is None and max is None:
         raise ValueError("clip: give min, max or both.")
-    return apply(_Clip, (x,), x._names, min=min, max=max)
+    return apply(_Clip, (_tensor_arg(x, "clip"),), x._names, min=min, max=max)
 
 
 clamp = clip
@@ -237,6 +245,14 @@ def _binary_names(name, a, b):
     return a._names
 
 
+#: binary ops that may write a large result into a temporary operand's buffer (see ops/_elision.py);
+#: each is also the name of a backend function that takes ``out=``
+ELIDABLE = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "maximum": "maximum",
+            "minimum": "minimum"}
+_MIN = _elision.MIN_SIZE
+_CALL_REFS, _OPERATOR_REFS = _elision.CALL_REFS, _elision.OPERATOR_REFS
+
+
 def _binary_op(name, forward, grads, saves, saves_out):
     def backward(node, g):
         saved = node.saved_tensors() if (saves or saves_out) else ()
@@ -260,18 +276,44 @@ def _binary_op(name, forward, grads, saves, saves_out):
         "backward": staticmethod(backward),
     })
 
-    def fn(a, b) -> Tensor:
+    elidable = name in ELIDABLE and _elision.enabled
+    backend_fn = ELIDABLE.get(name)
+
+    def run(a, b, refs_a: int, refs_b: int, limit: int) -> Tensor:
         if isinstance(a, Tensor) and isinstance(b, Tensor):
             an, bn = a._names, b._names
-            return apply(cls, (a, b), an if an is bn else unify(an, bn, name))
+            names = an if an is bn else unify(an, bn, name)
+            if elidable and (a._data.size >= _MIN or b._data.size >= _MIN):
+                out = _elision.target(a, b, refs_a, refs_b, limit)
+                if out is not None:
+                    return Tensor._make(getattr(a._B, backend_fn)(a._data, b._data, out=out), names, a._B)
+            return apply(cls, (a, b), names)
         if isinstance(a, Tensor):
+            if elidable and b.__class__ in SCALARS and a._data.size >= _MIN:
+                out = _elision.target(a, b, refs_a, 0, limit)
+                if out is not None:
+                    return Tensor._make(getattr(a._B, backend_fn)(a._data, b, out=out), a._names, a._B)
             b = operand(b, a)
         else:
             a = operand(a, b)
         return apply(cls, (a, b), _binary_names(name, a, b))
 
+    # Two entry points, because a temporary's refcount differs between ``x + y`` and ``nt.add(x, y)``;
+    # each takes the counts in its own frame, where ops/_elision.py calibrated them.
+    def fn(a, b) -> Tensor:
+        refs_a = getrefcount(a)  # before anything else holds a or b
+        refs_b = getrefcount(b)
+        return run(a, b, refs_a, refs_b, _CALL_REFS)
+
+    def operator(a, b) -> Tensor:
+        refs_a = getrefcount(a)
+        refs_b = getrefcount(b)
+        return run(a, b, refs_a, refs_b, _OPERATOR_REFS)
+
+    operator.__name__ = f"__{name}__"
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise ``{name}`` with broadcasting; names unify (rule 2)."
+    fn.operator = operator
     return cls, fn
 
 
@@ -317,7 +359,7 @@ class _LogicalNot(Op):
 
 def logical_not(x: Tensor) -> Tensor:
     """Elementwise not; keeps names."""
-    return apply(_LogicalNot, (x,), x._names)
+    return apply(_LogicalNot, (_tensor_arg(x, "logical_not"),), x._names)
 
 
 class _Predicate(Op):
@@ -328,7 +370,7 @@ def _predicate(name, attr):
     cls = type(name.title() + "Op", (_Predicate,), {"name": name, "forward": staticmethod(lambda B, x: getattr(B, attr)(x))})
 
     def fn(x: Tensor) -> Tensor:
-        return apply(cls, (x,), x._names)
+        return apply(cls, (_tensor_arg(x, name),), x._names)
 
     fn.__name__ = name
     fn.__doc__ = f"Elementwise ``{name}`` (boolean); keeps names."
@@ -392,11 +434,18 @@ METHODS = {
     "isinf": isinf, "isfinite": isfinite, "sub": sub, "subtract": sub, "mul": mul,  # noqa: F821
     "multiply": mul, "div": div, "divide": div, "true_divide": div,  # noqa: F821
     "__neg__": neg, "__abs__": abs,  # noqa: F821
-    "__add__": add, "__radd__": _reverse(add), "__sub__": sub, "__rsub__": _reverse(sub),  # noqa: F821
-    "__mul__": mul, "__rmul__": _reverse(mul), "__truediv__": div, "__rtruediv__": _reverse(div),  # noqa: F821
+    "__add__": add.operator, "__radd__": _reverse(add), "__sub__": sub.operator,  # noqa: F821
+    "__rsub__": _reverse(sub), "__mul__": mul.operator, "__rmul__": _reverse(mul),  # noqa: F821
+    "__truediv__": div.operator, "__rtruediv__": _reverse(div),  # noqa: F821
     "__floordiv__": floor_divide, "__rfloordiv__": _reverse(floor_divide),  # noqa: F821
     "__mod__": remainder, "__rmod__": _reverse(remainder),  # noqa: F821
     "__pow__": pow, "__rpow__": _reverse(pow),  # noqa: F821
     "__eq__": eq, "__ne__": ne, "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge,  # noqa: F821
     "__and__": logical_and, "__or__": logical_or, "__xor__": logical_xor, "__invert__": logical_not,  # noqa: F821
 }
+
+__all__ = sorted(
+    set(UNARY_OPS) | set(BINARY_OPS)
+    | {"gelu", "clip", "clamp", "where", "logical_not", "isnan", "isinf", "isfinite", "subtract", "multiply",
+       "divide", "true_divide", "mod"}
+)
