@@ -237,15 +237,16 @@ def apply(op, inputs: tuple, names, **params):
         if op.view:
             result._vc = version_counter(first)
         if needs_grad and _grad_enabled and op.differentiable:
-            _record(op, inputs, (result,), params, stash, B)
+            record(op, inputs, (result,), params, stash, B)
         return result
     results = tuple(T._make(o, n, B) for o, n in zip(out, names))
     if needs_grad and _grad_enabled and op.differentiable:
-        _record(op, inputs, results, params, stash, B)
+        record(op, inputs, results, params, stash, B)
     return results
 
 
-def _record(op, inputs, outputs, params, stash, B) -> None:
+def record(op, inputs, outputs, params, stash, B) -> None:
+    """Attach a node for ``op`` to ``outputs`` (already computed from ``inputs``)."""
     T = Tensor
     node = Node()
     node.op = op

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -25,6 +26,13 @@ class NumpyBackend(Backend):
         except ImportError:
             erf = None
         self._scipy_erf = erf
+        # the ufuncs' own reductions and item access skip np.sum's/np.prod's Python wrappers
+        # (same results and dtypes), which is most of a small reduction's cost
+        self.sum = np.add.reduce
+        self.prod = np.multiply.reduce
+        self.max = np.maximum.reduce
+        self.min = np.minimum.reduce
+        self.getitem = operator.getitem
 
     def is_array(self, x) -> bool:
         return isinstance(x, (np.ndarray, np.generic))
@@ -61,9 +69,6 @@ class NumpyBackend(Backend):
         out = np.zeros(shape, dtype=values.dtype if dtype is None else self._to_native[dtype])
         np.add.at(out, key, values)
         return out
-
-    def setitem(self, x, key, value):
-        x[key] = value
 
     def pad(self, x, widths, value):
         return np.pad(x, widths, mode="constant", constant_values=value)

@@ -125,14 +125,15 @@ def _broadcasts_into(small, big) -> bool:
     return True
 
 
-def target(a, b, refs_a: int, refs_b: int, limit: int):
+def target(a, b, refs_a: int, refs_b: int, limit: int, saves_inputs: bool):
     """The array to write ``op(a, b)`` into, or None.
 
     ``refs_*`` are the operands' refcounts seen by the op function, ``limit`` the
     calibrated count of a temporary for the way it was entered.  Called from the op
-    function's helper, so the user's frame is three levels up.
+    function's helper, so the user's frame is three levels up.  While a graph is recorded, only
+    ops whose backward needs no input (add, sub) may overwrite one.
     """
-    if graph._grad_enabled and (a._rg or (b.__class__ is a.__class__ and b._rg)):
+    if saves_inputs and graph._grad_enabled and (a._rg or (b.__class__ is a.__class__ and b._rg)):
         return None
     B = a._B
     if not B.supports_out:

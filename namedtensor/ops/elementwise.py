@@ -13,6 +13,7 @@ from sys import getrefcount
 
 from .. import _names
 from .._names import unify
+from ..autograd import graph
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
 from . import _elision
@@ -284,19 +285,25 @@ def _binary_op(name, forward, grads, saves, saves_out):
             an, bn = a._names, b._names
             names = an if an is bn else unify(an, bn, name)
             if elidable and (a._data.size >= _MIN or b._data.size >= _MIN):
-                out = _elision.target(a, b, refs_a, refs_b, limit)
+                out = _elision.target(a, b, refs_a, refs_b, limit, saves)
                 if out is not None:
-                    return Tensor._make(getattr(a._B, backend_fn)(a._data, b._data, out=out), names, a._B)
+                    return _elided(getattr(a._B, backend_fn)(a._data, b._data, out=out), names, a, b)
             return apply(cls, (a, b), names)
         if isinstance(a, Tensor):
             if elidable and b.__class__ in SCALARS and a._data.size >= _MIN:
-                out = _elision.target(a, b, refs_a, 0, limit)
+                out = _elision.target(a, b, refs_a, 0, limit, saves)
                 if out is not None:
-                    return Tensor._make(getattr(a._B, backend_fn)(a._data, b, out=out), a._names, a._B)
+                    return _elided(getattr(a._B, backend_fn)(a._data, b, out=out), a._names, a, b)
             b = operand(b, a)
         else:
             a = operand(a, b)
         return apply(cls, (a, b), _binary_names(name, a, b))
+
+    def _elided(data, names, a, b) -> Tensor:
+        out = Tensor._make(data, names, a._B)
+        if graph._grad_enabled and (a._rg or (isinstance(b, Tensor) and b._rg)):
+            graph.record(cls, (a, b), (out,), {}, None, a._B)
+        return out
 
     # Two entry points, because a temporary's refcount differs between ``x + y`` and ``nt.add(x, y)``;
     # each takes the counts in its own frame, where ops/_elision.py calibrated them.
