@@ -115,6 +115,17 @@ def validate(names: Iterable[Name] | None, ndim: int, op: str = "tensor") -> Nam
         raise
 
 
+def _require_named(all_names, op: str, why: str, what: str) -> None:
+    """Ops that work by name alone refuse unnamed dims, pointing to refine_names."""
+    for names in all_names:
+        for i, n in enumerate(names):
+            if n is None:
+                raise NamesError(
+                    f"{op}: {why}, but dim {i} of {fmt(names)} is unnamed "
+                    f"({what}: {', '.join(fmt(x) for x in all_names)}). Name it with refine_names."
+                )
+
+
 # --------------------------------------------------------------------------- rule 2: unify
 
 
@@ -416,13 +427,7 @@ def align_union(all_names: Tuple[Names, ...], op: str = "align") -> Names:
     each (otherwise the union order is ambiguous).  Unnamed dims cannot be aligned by
     name, unless every tensor is fully unnamed (no alignment needed).
     """
-    for names in all_names:
-        for i, n in enumerate(names):
-            if n is None:
-                raise NamesError(
-                    f"{op}: dim {i} of {fmt(names)} is unnamed; nt.align aligns by name, so every dim of "
-                    f"every tensor needs one (tensors: {', '.join(fmt(x) for x in all_names)}). Use refine_names."
-                )
+    _require_named(all_names, op, "aligns by name", "tensors")
     # each name must follow the names before it in every tensor; among the names free to go
     # next, the one that appeared first goes first (a topological sort by first appearance)
     first: list = []
@@ -639,13 +644,7 @@ def contract(all_names: Tuple[Names, ...], over: Tuple[str, ...], out: Optional[
     Returns ``(operand_ids, out_ids, out_names)``: the ids of each operand's dims and
     of the output's dims, ready for einsum.
     """
-    for names in all_names:
-        for i, n in enumerate(names):
-            if n is None:
-                raise NamesError(
-                    f"{op}: contracts by name, but dim {i} of {fmt(names)} is unnamed "
-                    f"(operands: {', '.join(fmt(x) for x in all_names)}). Name it with refine_names."
-                )
+    _require_named(all_names, op, "contracts by name", "operands")
     seen: list = []
     for names in all_names:
         for n in names:

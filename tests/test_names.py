@@ -457,7 +457,7 @@ def test_align_union():
         N.align_union((("x", "y"), ("y", "x")))
     with raises(["order their shared dims differently"]):
         N.align_union((("x", "y"), ("y", "z"), ("z", "x")))
-    with raises(["align: dim 1 of ('a', None) is unnamed", "tensors: ('a', None), ('a',)", "refine_names"]):
+    with raises(["align: aligns by name, but dim 1 of ('a', None) is unnamed", "tensors: ('a', None), ('a',)", "refine_names"]):
         N.align_union((("a", None), ("a",)))
 
 

@@ -208,7 +208,7 @@ def test_nt_align():
     assert [t.names for t in nt.align([y, x])] == [("batch", "feat")] * 2
     with pytest.raises(nt.NamesError, match="align: the tensors order their shared dims differently"):
         nt.align(x, _t(np.ones((3, 2)), ("feat", "batch")))
-    with pytest.raises(nt.NamesError, match=re.escape("align: dim 0 of (None,) is unnamed")):
+    with pytest.raises(nt.NamesError, match=re.escape("align: aligns by name, but dim 0 of (None,) is unnamed")):
         nt.align(x, _t(np.ones(3), (None,)))
 
 
