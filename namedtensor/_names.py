@@ -55,6 +55,7 @@ def unnamed(ndim: int) -> Names:
 
 
 def is_named(names: Names) -> bool:
+    """Whether any dim has a name."""
     return names is not unnamed(len(names)) and any(n is not None for n in names)
 
 
@@ -183,6 +184,7 @@ def _unify(a: Names, b: Names, op: str) -> Names:
 
 
 def unify_all(names: Sequence[Names], op: str) -> Names:
+    """:func:`unify` of several operands, pairwise from the first (e.g. ``where``'s three)."""
     out = names[0]
     for other in names[1:]:
         out = unify(out, other, op)
@@ -206,14 +208,18 @@ def axis(names: Names, dim: Hashable, op: str = "op") -> int:
             ) from None
     if dim is None:
         raise NamesError(f"{op}: a dim must be a name or an int, got None.")
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        if hasattr(dim, "__index__") and not isinstance(dim, bool):
-            dim = int(dim.__index__())
-        else:
-            raise TypeError(f"{op}: a dim must be a name (str) or an int, got {type(dim).__name__} {dim!r}.")
+    if dim.__class__ is not int:
+        dim = _as_int(dim, op, "a dim must be a name (str) or an int")
     if not -ndim <= dim < ndim:
         raise IndexError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dims {fmt(names)}.")
     return dim % ndim
+
+
+def _as_int(dim: object, op: str, what: str) -> int:
+    """``dim`` as a Python int: anything with ``__index__`` (NumPy ints, int subclasses), but not bools."""
+    if isinstance(dim, bool) or not hasattr(dim, "__index__"):
+        raise TypeError(f"{op}: {what}, got {type(dim).__name__} {dim!r}.")
+    return int(dim.__index__())
 
 
 def axis_or_new(names: Names, dim: Hashable, op: str) -> int:
@@ -221,8 +227,8 @@ def axis_or_new(names: Names, dim: Hashable, op: str) -> int:
     ndim = len(names) + 1
     if isinstance(dim, str):
         return axis(names, dim, op)
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"{op}: a position must be an int, got {type(dim).__name__} {dim!r}.")
+    if dim.__class__ is not int:
+        dim = _as_int(dim, op, "a position must be an int")
     if not -ndim <= dim < ndim:
         raise IndexError(f"{op}: position {dim} is out of range for a result with {ndim} dims.")
     return dim % ndim
@@ -245,7 +251,7 @@ def _axes(names: Names, dims: Hashable, op: str) -> Tuple[int, ...]:
     return (axis(names, dims, op),)
 
 
-def hashable_dims(dims):
+def hashable_dims(dims: Hashable) -> Hashable:
     """Dims as a hashable key for the caches (lists become tuples)."""
     return tuple(dims) if isinstance(dims, list) else dims
 
@@ -273,6 +279,7 @@ def _reduce(names: Names, dims: Hashable, keepdim: bool, op: str) -> Tuple[Tuple
 
 @_cache
 def remove(names: Names, ax: int) -> Names:
+    """Names without the dim at ``ax`` (``unbind``, ``select``)."""
     return validate(names[:ax] + names[ax + 1 :], len(names) - 1)
 
 
@@ -367,16 +374,8 @@ def align_to(names: Names, order: Tuple, op: str = "align_to") -> Tuple[Tuple[in
     if len(set(listed)) != len(listed):
         raise NamesError(f"{op}: the order {order!r} lists a name twice.")
     if not ell:
-        for i, n in enumerate(names):
-            if n is None:
-                raise NamesError(
-                    f"{op}: dim {i} of {fmt(names)} is unnamed, so it has no place in {order!r}. "
-                    "Name it with refine_names, or add '...' to keep unnamed dims in order."
-                )
-            if n not in listed:
-                raise NamesError(
-                    f"{op}: dim {n!r} of {fmt(names)} is not in the order {order!r}; list it, or add '...'."
-                )
+        _require_placed(names, order, op, "in the order", "add '...' to keep unnamed dims in order",
+                        "list it, or add '...'")
     rest = [i for i, n in enumerate(names) if n is None or n not in listed]
     source = []
     for n in order:
@@ -394,19 +393,23 @@ def align_as(names: Names, other: Names, op: str = "align_as") -> Tuple[Tuple[in
 
     Each dim of ``t`` goes where ``other`` has its name; every other position of
     ``other`` becomes a size-1 dim with ``other``'s name there (or ``None``), so the
-    result broadcasts against ``other`` by position.  Every dim of ``t`` must be named.
+    result broadcasts against ``other`` by position.  Every dim of ``t`` must be named and be a dim of ``other``.
     """
-    if all(n is not None for n in other):
-        return align_to(names, other, op)
+    fix = "use align_to with '...' to keep the dims that other lacks"
+    _require_placed(names, other, op, "a dim of", fix, f"rename it, or {fix}")
+    return tuple(names.index(n) if n in names else -1 for n in other), other
+
+
+def _require_placed(names: Names, order: Tuple, op: str, where: str, unnamed_fix: str, missing_fix: str) -> None:
+    """Without '...', every dim of ``names`` must be named and appear in ``order`` (``where`` it must be)."""
     for i, n in enumerate(names):
         if n is None:
             raise NamesError(
-                f"{op}: dim {i} of {fmt(names)} is unnamed, so it has no place in {fmt(other)}. "
-                "Name it with refine_names, or use align_to with '...'."
+                f"{op}: dim {i} of {fmt(names)} is unnamed, so it has no place in {fmt(order)}. "
+                f"Name it with refine_names, or {unnamed_fix}."
             )
-        if n not in other:
-            raise NamesError(f"{op}: dim {n!r} of {fmt(names)} is not a dim of {fmt(other)}; rename it or add it there.")
-    return tuple(names.index(n) if n is not None and n in names else -1 for n in other), other
+        if n not in order:
+            raise NamesError(f"{op}: dim {n!r} of {fmt(names)} is not {where} {fmt(order)}; {missing_fix}.")
 
 
 def _expand_order(order: Tuple, names: Names, rest) -> list:
@@ -459,6 +462,7 @@ def align_union(all_names: Tuple[Names, ...], op: str = "align") -> Names:
 
 @_cache
 def permute(names: Names, dims: Tuple, op: str = "permute") -> Tuple[Tuple[int, ...], Names]:
+    """``permute(*dims)``: every dim once, by name or position (or names with ``...``); ``(perm, names)``."""
     if any(d is Ellipsis or d == "..." for d in dims):
         if any(isinstance(d, int) for d in dims):
             raise NamesError(f"{op}: '...' can only be combined with names, got {dims!r}.")
@@ -478,6 +482,7 @@ def permute(names: Names, dims: Tuple, op: str = "permute") -> Tuple[Tuple[int, 
 
 @_cache
 def transpose(names: Names, d0: Hashable, d1: Hashable, op: str = "transpose") -> Tuple[Tuple[int, ...], Names]:
+    """``transpose(d0, d1)``: the two dims swap places, with their names; ``(perm, names)``."""
     a, b = axis(names, d0, op), axis(names, d1, op)
     perm = list(range(len(names)))
     perm[a], perm[b] = perm[b], perm[a]
@@ -538,13 +543,33 @@ def unflatten(names: Names, ax: int, new: Names, op: str = "unflatten", named: b
     return validate(out, len(out), op)
 
 
+def reshape(names: Names, new: Optional[Iterable[Name]], ndim: int, op: str = "reshape") -> Names:
+    """``reshape``/``view`` to ``ndim`` dims: names cannot be inferred through an arbitrary reshape,
+    so a named input needs the result's names (``new``); an unnamed one may leave them out."""
+    if new is None and is_named(names):
+        raise NamesError(
+            f"{op}: the input has names {fmt(names)}; a reshape cannot infer names, so give "
+            "names= for the result (or use flatten/unflatten, which keep names)."
+        )
+    return validate(new, ndim, op)
+
+
+@_cache
+def unreduce(names: Names, axes: Tuple[int, ...]) -> Names:
+    """``names`` with unnamed dims put back so that they sit at ``axes`` of the result: a reduction
+    without ``keepdim`` undone, so that its gradient broadcasts against the input (rule 2)."""
+    out = list(names)
+    for a in sorted(axes):
+        out.insert(a, None)
+    return validate(out, len(out))
+
+
 @_cache
 def broadcast_to(names: Names, new: Names, op: str = "broadcast_to") -> Names:
     """Names after broadcasting to a shape whose names are ``new`` (right-aligned, rule 2)."""
     if len(new) < len(names):
         raise ValueError(f"{op}: cannot broadcast {len(names)} dims {fmt(names)} to {len(new)} dims.")
-    out = unify(names, new, op)
-    return out
+    return unify(names, new, op)
 
 
 # --------------------------------------------------------------------------- joins
@@ -552,46 +577,40 @@ def broadcast_to(names: Names, new: Names, op: str = "broadcast_to") -> Names:
 
 @_cache
 def cat(all_names: Tuple[Names, ...], dim: Hashable, op: str = "cat") -> Tuple[int, Names]:
-    ndims = {len(n) for n in all_names}
-    if len(ndims) != 1:
-        raise ValueError(
-            f"{op}: all tensors must have the same number of dims, got {', '.join(fmt(n) for n in all_names)}."
-        )
-    if 0 in ndims:
+    """``cat(tensors, dim)``: same ndim, names unify dim by dim; ``(axis, names)``."""
+    out = _joined(all_names, op)
+    if not out:
         raise ValueError(f"{op}: zero-dimensional tensors cannot be concatenated; stack them instead.")
-    out = all_names[0]
-    for other in all_names[1:]:
-        if other != out:
-            out = _unify_same_rank(out, other, all_names, op)
     return axis(out, dim, op), out
-
-
-def _unify_same_rank(a: Names, b: Names, all_names, op) -> Names:
-    try:
-        return unify(a, b, op)
-    except NamesError:
-        raise NamesError(
-            f"{op}: the tensors' names must match dim by dim (None matches any name), got "
-            f"{', '.join(fmt(n) for n in all_names)}. Use align_to or rename so they agree."
-        ) from None
 
 
 @_cache
 def stack(all_names: Tuple[Names, ...], dim: Hashable, op: str = "stack") -> Tuple[int, Names]:
     """``stack(tensors, dim)``: ``dim`` is a new name (placed first) or an int position (new dim unnamed)."""
-    ndims = {len(n) for n in all_names}
-    if len(ndims) != 1:
+    out = _joined(all_names, op)
+    if isinstance(dim, str):
+        return 0, insert(out, 0, dim, op)
+    ax = axis_or_new(out, dim, op)
+    return ax, insert(out, ax, None, op)
+
+
+def _joined(all_names: Tuple[Names, ...], op: str) -> Names:
+    """The names of tensors joined by ``cat``/``stack``: all have the same ndim, and names unify dim by dim."""
+    if len({len(n) for n in all_names}) != 1:
         raise ValueError(
             f"{op}: all tensors must have the same number of dims, got {', '.join(fmt(n) for n in all_names)}."
         )
     out = all_names[0]
     for other in all_names[1:]:
         if other != out:
-            out = _unify_same_rank(out, other, all_names, op)
-    if isinstance(dim, str):
-        return 0, insert(out, 0, dim, op)
-    ax = axis_or_new(out, dim, op)
-    return ax, insert(out, ax, None, op)
+            try:
+                out = unify(out, other, op)
+            except NamesError:
+                raise NamesError(
+                    f"{op}: the tensors' names must match dim by dim (None matches any name), got "
+                    f"{', '.join(fmt(n) for n in all_names)}. Use align_to or rename so they agree."
+                ) from None
+    return out
 
 
 # --------------------------------------------------------------------------- contractions
@@ -637,12 +656,13 @@ def matmul(a: Names, b: Names, op: str = "matmul") -> Names:
 
 
 @_cache
-def contract(all_names: Tuple[Names, ...], over: Tuple[str, ...], out: Optional[Tuple[str, ...]],
+def contract(all_names: Tuple[Names, ...], over: Optional[Tuple[str, ...]], out: Optional[Tuple[str, ...]],
              op: str = "dot") -> Tuple[Tuple[Tuple[int, ...], ...], Tuple[int, ...], Names]:
-    """Plan a contraction by name: every name gets a letter id; ``over`` is summed.
+    """Plan a contraction by name: every name gets an id (its order of first appearance); ``over`` is summed.
 
-    Returns ``(operand_ids, out_ids, out_names)``: the ids of each operand's dims and
-    of the output's dims, ready for einsum.
+    ``over=None`` (einsum) sums every name that ``out`` does not list.  Returns
+    ``(operand_ids, out_ids, out_names)``: the ids of each operand's dims and of the
+    output's dims, ready for einsum.
     """
     _require_named(all_names, op, "contracts by name", "operands")
     seen: list = []
@@ -650,6 +670,8 @@ def contract(all_names: Tuple[Names, ...], over: Tuple[str, ...], out: Optional[
         for n in names:
             if n not in seen:
                 seen.append(n)
+    if over is None:
+        over = tuple(n for n in seen if n not in (out or ()))
     for n in over:
         _check_name(n, op)
         if n not in seen:
@@ -673,6 +695,7 @@ def contract(all_names: Tuple[Names, ...], over: Tuple[str, ...], out: Optional[
 
 @_cache
 def outer(a: Names, b: Names, op: str = "outer") -> Names:
+    """``outer(a, b)``: ``a + b``, which must not share a name."""
     for n in a:
         if n is not None and n in b:
             raise NamesError(
@@ -694,6 +717,8 @@ def parse_einsum(spec: str, all_names: Tuple[Names, ...], op: str = "einsum") ->
     """
     if "->" not in spec:
         raise ValueError(f"{op}: the spec {spec!r} needs '->' followed by the output dims.")
+    if "..." in spec:
+        raise ValueError(f"{op}: the spec {spec!r} uses '...', which a by-name spec does not support; name every dim.")
     lhs, rhs = spec.split("->", 1)
     compact = not any(ch.isspace() for ch in spec.strip())
     split = (lambda s: tuple(s.strip())) if compact else (lambda s: tuple(s.split()))
@@ -715,7 +740,6 @@ def parse_einsum(spec: str, all_names: Tuple[Names, ...], op: str = "einsum") ->
 # --------------------------------------------------------------------------- indexing
 
 
-@_cache
 def index(names: Names, key: Tuple, op: str = "getitem") -> Names:
     """Output names of positional indexing with a normalised key.
 
@@ -728,9 +752,15 @@ def index(names: Names, key: Tuple, op: str = "getitem") -> Names:
     names (rule 2 among them); a lone unnamed 1-D integer index keeps the dim's name
     (it selects from that dim); a boolean mask gives one unnamed dim.
     """
+    return _index(names, key, op)[0]
+
+
+@_cache
+def _index(names: Names, key: Tuple, op: str) -> Tuple[Names, Tuple[int, ...]]:
+    """:func:`index`'s names, and for each output dim the input axis it comes from (-1: none)."""
     out: list = []
+    srcs: list = []
     adv_names: list = []
-    adv_positions: list = []
     src = 0
     for tok in key:
         kind = tok[0]
@@ -738,13 +768,15 @@ def index(names: Names, key: Tuple, op: str = "getitem") -> Names:
             src += 1
         elif kind == "slice":
             out.append(names[src])
+            srcs.append(src)
             src += 1
         elif kind == "new":
             out.append(None)
+            srcs.append(-1)
         elif kind == "array":
-            adv_positions.append(len(out))
-            adv_names.append((tok[1], names[src]))
+            adv_names.append((tok[1], names[src], src))
             out.append(_ADV)
+            srcs.append(-1)
             src += 1
         elif kind == "mask":
             k = tok[1]
@@ -758,33 +790,70 @@ def index(names: Names, key: Tuple, op: str = "getitem") -> Names:
                     f"those of the dims it indexes (dims {src} to {src + k - 1} of {fmt(names)}; None matches any "
                     "name). Rename the mask, or index by name."
                 ) from None
-            adv_positions.append(len(out))
-            adv_names.append(((None,), None))
+            adv_names.append(((None,), None, -1))
             out.append(_ADV)
+            srcs.append(-1)
             src += k
     out.extend(names[src:])
-    if not adv_positions:
-        return validate(out, len(out), op)
+    srcs.extend(range(src, len(names)))
+    if not adv_names:
+        return validate(out, len(out), op), tuple(srcs)
     if len(adv_names) == 1:
-        idx_names, dim_name = adv_names[0]
-        res = (dim_name,) if len(idx_names) == 1 and idx_names[0] is None else idx_names
+        idx_names, dim_name, dim_src = adv_names[0]
+        if len(idx_names) == 1 and idx_names[0] is None:
+            res, res_srcs = (dim_name,), (dim_src,)
+        else:
+            res, res_srcs = idx_names, (-1,) * len(idx_names)
     else:
-        res = unify_all([n for n, _ in adv_names], op)
-    placeholders = [i for i, n in enumerate(out) if n is _ADV]
-    adjacent = placeholders == list(range(placeholders[0], placeholders[0] + len(placeholders)))
-    rest = [n for n in out if n is not _ADV]
-    if adjacent:
-        pos = placeholders[0]
-        final = rest[:pos] + list(res) + rest[pos:]
-    else:
-        final = list(res) + rest
+        res = unify_all([n for n, _, _ in adv_names], op)
+        res_srcs = (-1,) * len(res)
+    # as in NumPy, an int next to index arrays is an advanced index too: it counts for adjacency
+    adv = [i for i, tok in enumerate(key) if tok[0] in ("int", "array", "mask")]
+    adjacent = adv == list(range(adv[0], adv[0] + len(adv)))
+    rest = [(n, s) for n, s in zip(out, srcs) if n is not _ADV]
+    pos = sum(1 for tok in key[: adv[0]] if tok[0] in ("slice", "new")) if adjacent else 0
+    final = rest[:pos] + list(zip(res, res_srcs)) + rest[pos:]
+    final_names = [n for n, _ in final]
     try:
-        return validate(final, len(final), op)
+        return validate(final_names, len(final_names), op), tuple(s for _, s in final)
     except NamesError:
         raise NamesError(
             f"{op}: indexing {fmt(names)} with index tensors named "
-            f"{', '.join(fmt(n) for n, _ in adv_names)} would repeat a name in the result {fmt(tuple(final))}; "
-            "rename the index tensor."
+            f"{', '.join(fmt(n) for n, _, _ in adv_names)} would repeat a name in the result "
+            f"{fmt(tuple(final_names))}; rename the index tensor."
+        ) from None
+
+
+@_cache
+def setitem(names: Names, key: Tuple, value: Names, op: str = "setitem") -> Names:
+    """Self's names after ``t[key] = value`` (``key`` normalised as for :func:`index`).
+
+    The value's names unify with the indexed region's (the names ``t[key]`` has, rule 2).
+    As in the other in-place ops they may fill self's ``None`` dims: a name the value gives
+    to an unnamed region dim that is one of self's dims (a sliced dim, or the dim a lone
+    unnamed 1-D index picks from) becomes that dim's name.  Region dims that are not
+    self's (``None`` insertions, masks, named index tensors) have nothing to fill.
+    """
+    region, sources = _index(names, key, op)
+    if len(value) > len(region):
+        raise ValueError(
+            f"{op}: the value has more dims {fmt(value)} than the indexed part {fmt(region)} of the tensor "
+            f"{fmt(names)}; it must broadcast onto that part."
+        )
+    filled = inplace(region, value, op)
+    if filled == region:
+        return names
+    out = list(names)
+    for old, new, s in zip(region, filled, sources):
+        if old != new and s >= 0:
+            out[s] = new
+    try:
+        return validate(out, len(out), op)
+    except NamesError:
+        raise NamesError(
+            f"{op}: a value with names {fmt(value)} would name dims of {fmt(names)} so that a name repeats "
+            f"({fmt(tuple(out))}); the value's names fill self's unnamed dims and must not name another "
+            "of its dims. Rename the value."
         ) from None
 
 

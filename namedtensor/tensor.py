@@ -10,6 +10,7 @@ its op module.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from . import _dtypes, _names
@@ -48,13 +49,16 @@ class Tensor:
 
     @property
     def shape(self) -> Tuple[int, ...]:
+        """The sizes, a plain tuple of ints (``sizes`` gives them by name)."""
         return tuple(self._data.shape)
 
     @property
     def ndim(self) -> int:
+        """The number of dims."""
         return len(self._names)
 
     def dim(self) -> int:
+        """The number of dims (PyTorch's spelling of ``ndim``)."""
         return len(self._names)
 
     def size(self, dim=None):
@@ -64,6 +68,7 @@ class Tensor:
         return self._data.shape[_names.axis(self._names, dim, "size")]
 
     def numel(self) -> int:
+        """The number of elements."""
         n = 1
         for s in self._data.shape:
             n *= s
@@ -71,10 +76,12 @@ class Tensor:
 
     @property
     def dtype(self) -> _dtypes.DType:
+        """The element type (``nt.float32``...)."""
         return self._B.dtype_of(self._data)
 
     @property
     def device(self) -> str:
+        """``"cpu"``, or ``"cuda:N"`` for GPU tensors."""
         return self._B.device
 
     @property
@@ -92,6 +99,7 @@ class Tensor:
         return d
 
     def is_floating_point(self) -> bool:
+        """Whether the dtype is a float (only those can require grad)."""
         return self.dtype.kind == "f"
 
     # ------------------------------------------------------------------ conversion
@@ -102,11 +110,13 @@ class Tensor:
         return self._B.to_numpy(self.array)
 
     def item(self):
+        """The value of a one-element tensor, as a Python number."""
         if self.numel() != 1:
             raise ValueError(f"item(): only a tensor with one element can be converted, this one has shape {self.shape}.")
         return self._B.item(self._B.reshape(self.array, (1,)))
 
     def tolist(self):
+        """The values as nested Python lists (a number for a 0-dim tensor)."""
         return self._B.tolist(self.array)
 
     def __len__(self) -> int:
@@ -139,9 +149,12 @@ class Tensor:
 
     def __array__(self, dtype=None, copy=None):
         a = self._B.to_numpy(self.array)
-        if dtype is not None:
-            a = a.astype(dtype)
-        return a
+        if dtype is not None and a.dtype != dtype:
+            if copy is False:
+                raise ValueError(f"__array__: converting {self.dtype!r} to {dtype} needs a copy, but copy=False.")
+            return a.astype(dtype)
+        # NumPy trusts the copy flag: np.array(t) must not hand out the tensor's own buffer
+        return a.copy() if copy else a
 
     def __repr__(self) -> str:
         from .backends.formatting import format_values
@@ -170,6 +183,7 @@ class Tensor:
     # ------------------------------------------------------------------ autograd
     @property
     def requires_grad(self) -> bool:
+        """Whether gradients flow to this tensor (set it on leaves; ops' outputs inherit it)."""
         return self._rg
 
     @requires_grad.setter
@@ -177,6 +191,7 @@ class Tensor:
         self.requires_grad_(value)
 
     def requires_grad_(self, value: bool = True) -> "Tensor":
+        """Make a leaf require grad (or stop); returns the tensor itself."""
         if self._node is not None:
             if not value:
                 raise RuntimeError("requires_grad_(False) on a tensor computed from others; use .detach().")
@@ -188,10 +203,12 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
+        """True unless the tensor is an op's output in the graph."""
         return self._node is None
 
     @property
     def grad_fn(self):
+        """The graph node that computed this tensor, or None for a leaf."""
         return self._node
 
     @property
@@ -210,9 +227,9 @@ class Tensor:
             if value.shape != self.shape:
                 raise ValueError(f"grad has shape {value.shape}, the tensor {self.shape}.")
             if value._names != self._names:
-                from .autograd.engine import graph_names_error
+                from .autograd.engine import grad_names_error
 
-                raise graph_names_error(self._names, value._names)
+                raise grad_names_error("grad", "tensor", self._names, value._names)
         self._grad = value
 
     def backward(self, gradient=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
@@ -266,10 +283,10 @@ class Tensor:
 
     def retain_grad(self) -> None:
         """Keep ``.grad`` for a non-leaf tensor too."""
+        if not self._rg:
+            raise RuntimeError("retain_grad: the tensor does not require grad, so it never gets a gradient.")
         if self._node is None:
             return
-        import weakref
-
         ref = weakref.ref(self)
         hooks = (self._node.hooks or {}).get(self._idx, ())
         if any(getattr(h, "_retains", None) is ref for h in hooks):
@@ -290,6 +307,7 @@ class Tensor:
         return t
 
     def detach_(self) -> "Tensor":
+        """Take this tensor out of the graph in place (it becomes a leaf that does not require grad)."""
         self._node = None
         self._rg = False
         return self
@@ -328,11 +346,8 @@ def _rebuild(array, names, dtype, requires_grad):
 
 graph.Tensor = Tensor
 
-_METHODS: Dict[str, Any] = {}
-
 
 def install_methods(table: Dict[str, Any]) -> None:
     """Attach op functions to ``Tensor`` as methods (``t.sum("seq")`` is ``ops.sum(t, "seq")``)."""
     for name, fn in table.items():
         setattr(Tensor, name, fn)
-        _METHODS[name] = fn

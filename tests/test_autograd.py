@@ -261,6 +261,23 @@ def test_hooks_on_non_leaves():
     assert_close(x.grad, np.array([8.0, 16.0]))
 
 
+def test_hook_results_keep_names_and_shape():
+    x = _leaf([1.0, 2.0], ("x",))
+    y = x * 2
+    y.register_hook(lambda g: g.rename(None))
+    with pytest.raises(nt.NamesError, match=re.escape("hook: the gradient's names (None,) differ from the tensor's "
+                                                      "names ('x',)")):
+        (y * y).sum().backward()
+    x.register_hook(lambda g: g.sum())
+    with pytest.raises(ValueError, match=re.escape("hook: the hook returned a gradient of shape () for a tensor of "
+                                                   "shape (2,)")):
+        (x * 3).sum().backward()
+    z = _leaf([1.0], ("z",))
+    z.register_hook(lambda g: 1.0)
+    with pytest.raises(TypeError, match="hook: a gradient hook must return a Tensor or None, got float"):
+        (z * 3).sum().backward()
+
+
 def test_register_hook_needs_grad():
     with pytest.raises(RuntimeError, match="register_hook: the tensor does not require grad"):
         nt.tensor([1.0]).register_hook(lambda g: g)
@@ -291,6 +308,8 @@ def test_retain_grad():
     plain = x * 3
     plain.sum().backward()
     assert plain.grad is None
+    with pytest.raises(RuntimeError, match="retain_grad: the tensor does not require grad"):
+        nt.tensor([1.0]).retain_grad()
 
 
 # ----------------------------------------------------------------------------- grad modes

@@ -266,3 +266,24 @@ def test_strict_true_division_of_integers():
     for out in (B.divide(i, 2), B.divide(i, i), B.divide(3, i)):
         assert B.dtype_of(out) is _dtypes.float64
     np.testing.assert_allclose(_np(B, B.divide(i, 2)), [0.5, 1.0, 1.5])
+
+
+def test_views_and_owned_memory(B):
+    x = B.asarray(np.arange(6.0).reshape(2, 3), copy=True)
+    row = B.getitem(x, (0, slice(None)))
+    if B.name == "numpy":  # what temporary elision relies on
+        assert B.supports_out
+        assert B.is_view_of(row, x) and not B.is_view_of(B.asarray(x, copy=True), x)
+        assert B.owns_writable(x) and not B.owns_writable(row)
+    else:  # a backend that cannot tell claims neither, so nothing is written in place
+        assert not B.supports_out
+        assert not B.is_view_of(row, x) and not B.owns_writable(x)
+
+
+def test_float_functions_of_integers_follow_numpy(B):
+    i = B.asarray(np.array([0, 1, 2]))
+    for name in ("exp", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh"):
+        out = getattr(B, name)(i)
+        assert B.dtype_of(out) is _dtypes.float64, name
+        np.testing.assert_allclose(_np(B, out), getattr(np, name)(np.array([0.0, 1.0, 2.0])), rtol=1e-14)
+    np.testing.assert_array_equal(_np(B, B.logical_not(B.asarray(np.array([0.0, 2.5])))), [True, False])

@@ -59,8 +59,12 @@ def test_tensor_float16_on_numpy_backend(backend):
 def test_tensor_copies():
     a = np.array([1.0, 2.0])
     t = nt.tensor(a)
+    same_dtype = nt.tensor(a, dtype=nt.float64)
+    x = nt.tensor([1.0, 2.0])
+    from_tensor = nt.tensor(x, dtype=nt.float32)
     a[0] = 100.0
-    assert t.numpy()[0] == 1.0
+    assert t.numpy()[0] == 1.0 and same_dtype.numpy()[0] == 1.0
+    assert not np.shares_memory(from_tensor.numpy(), x.numpy())
 
 
 def test_tensor_dtype_argument():
@@ -87,9 +91,19 @@ def test_tensor_unsupported_numpy_dtype():
         nt.tensor(np.array([1 + 2j]))
 
 
+def test_tensor_from_numpy_scalars_keeps_dtype():
+    # np.float64 is a subclass of float, but it is NumPy data: it keeps its dtype like an array does
+    assert nt.tensor(np.float64(1.5)).dtype == nt.float64
+    assert nt.tensor([np.float64(1.5), np.float64(2.0)]).dtype == nt.float64
+    assert nt.tensor(np.float32(1.5)).dtype == nt.float32
+    assert nt.tensor([1.5, np.float64(2.0)]).dtype == nt.float32  # a Python float is there: float32
+
+
 def test_tensor_bad_data():
     with pytest.raises(TypeError, match="tensor: cannot make a tensor from list"):
         nt.tensor([[1.0, 2.0], [3.0]])
+    with pytest.raises(TypeError, match="tensor: "):
+        nt.tensor(2**70)  # too large for int64
     with pytest.raises(TypeError, match="tensor"):
         nt.tensor(object())
 
@@ -234,6 +248,8 @@ def test_arange_linspace_eye():
     np.testing.assert_array_equal(nt.eye(2, 3).numpy(), np.eye(2, 3))
     with pytest.raises(nt.NamesError, match=re.escape("arange: got 2 names")):
         nt.arange(3, names=("a", "b"))
+    with pytest.raises(ValueError, match="arange: step must not be 0"):
+        nt.arange(0, 3, 0)
 
 
 def test_randint():
@@ -247,6 +263,9 @@ def test_randint():
     assert nt.randint(5, (2,), dtype=nt.int32).dtype == nt.int32
     with pytest.raises(ValueError, match=re.escape("randint: high (3) must be greater than low (3)")):
         nt.randint(3, 3, (2,))
+    f = nt.randint(0, 4, (50,), dtype=nt.float64).numpy()  # integers, in a float dtype
+    assert f.dtype == np.float64 and np.all(f == np.floor(f)) and f.min() >= 0 and f.max() < 4
+    assert nt.randint(0, 2, (3,), dtype=nt.bool).dtype == nt.bool
 
 
 # ----------------------------------------------------------------------------- *_like

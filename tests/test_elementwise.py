@@ -149,6 +149,32 @@ def test_clip_with_tensor_bounds_unifies_names():
         t.clip()
 
 
+#: unary ops whose result is a float whatever the input: NumPy gives float64 for integer input
+FLOAT_VALUED = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "gelu",
+                "silu", "softplus", "erf", "reciprocal")
+
+
+@pytest.mark.parametrize("name", FLOAT_VALUED)
+def test_float_valued_unary_ops_of_integers_give_float64(name):
+    """Every backend follows NumPy (array-api-strict alone refuses integer input)."""
+    a = np.array([[1, 2], [3, 1]])
+    out = getattr(ew, name)(_t(a, ("x", None)))
+    assert out.dtype == nt.float64 and out.names == ("x", None)
+    assert_close(out, UNARY_REF[name][0](a.astype(np.float64)), rtol=1e-12)
+    if name == "gelu":
+        tanh_form = ew.gelu(_t(a, ("x", None)), approximate="tanh")
+        assert tanh_form.dtype == nt.float64
+        assert_close(tanh_form, ew.gelu(_t(a.astype(np.float64), ("x", None)), approximate="tanh"))
+
+
+def test_integer_unary_ops_keep_integers():
+    a = np.array([-2, 0, 3])
+    for name in ("neg", "abs", "relu", "square", "sign", "floor", "ceil", "round"):
+        out = getattr(ew, name)(_t(a, ("x",)))
+        assert out.dtype == nt.int64, name
+        np.testing.assert_array_equal(out.numpy(), UNARY_REF[name][0](a))
+
+
 def test_logical_not_and_predicates():
     a = np.array([[0.0, np.nan], [np.inf, -np.inf]])
     t = _t(a, ("x", "y"))
@@ -162,6 +188,8 @@ def test_logical_not_and_predicates():
     for out in (m.logical_not(), ~m, nt.logical_not(m)):
         assert out.names == ("k",)
         np.testing.assert_array_equal(out.numpy(), [False, True])
+    # numbers count as true when nonzero, as in NumPy
+    np.testing.assert_array_equal(nt.logical_not(_t(np.array([0.0, 2.5]), ("k",))).numpy(), [True, False])
 
 
 # ----------------------------------------------------------------------------- binary values and names
@@ -312,6 +340,33 @@ def test_python_scalars_are_unnamed_constants(name, scalar):
         else:
             assert out.dtype == nt.float64
             assert_close(out, expected, rtol=1e-12)
+
+
+def test_aliases():
+    a, b = np.array([3.0, 4.5]), np.array([2.0, 1.5])
+    x, y = _t(a, ("x",)), _t(b, ("x",))
+    for out, expected in ((nt.subtract(x, y), a - b), (nt.multiply(x, y), a * b), (nt.divide(x, y), a / b),
+                          (nt.true_divide(x, y), a / b), (nt.mod(x, y), np.remainder(a, b)),
+                          (x.subtract(y), a - b), (x.multiply(y), a * b), (x.divide(y), a / b),
+                          (x.true_divide(y), a / b)):
+        assert out.names == ("x",)
+        assert_close(out, expected)
+    assert_close(nt.clamp(x, 3.5, 4.0), np.clip(a, 3.5, 4.0))
+
+
+def test_operands_need_a_tensor():
+    for fn in (ew.add, ew.mul, ew.eq, ew.logical_and):
+        with pytest.raises(TypeError, match=f"{fn.__name__}: at least one operand must be a Tensor, got int and "
+                                            "ndarray"):
+            fn(1, np.ones(2))
+
+
+def test_reversed_logical_operators():
+    m = _t(np.array([True, False]), ("k",))
+    for out, expected in ((True & m, [True, False]), (False | m, [True, False]), (True ^ m, [False, True]),
+                          (np.array([False, True]) & m, [False, False])):
+        assert isinstance(out, nt.Tensor) and out.names == ("k",)
+        np.testing.assert_array_equal(out.numpy(), expected)
 
 
 def test_reversed_operators():

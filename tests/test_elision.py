@@ -36,7 +36,8 @@ def big(seed):
 
 def test_calibrated_on_this_interpreter():
     assert _elision.enabled, "reference counts could not be calibrated on this interpreter"
-    assert _elision.CALL_REFS < _elision.OPERATOR_REFS
+    # a temporary is seen with fewer references than any variable, whichever way the op is entered
+    assert _elision.CALL_REFS <= _elision.OPERATOR_REFS
 
 
 def test_temporaries_are_reused(spy):

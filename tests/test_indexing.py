@@ -252,6 +252,8 @@ def test_select_narrow_index_select_gather_errors():
         t.select("c", 0)
     with pytest.raises(IndexError, match="do not fit"):
         t.narrow("b", 2, 2)
+    with pytest.raises(TypeError, match="narrow: start and length must be ints, got float 1.0"):
+        t.narrow("b", 1.0, 1)
     with pytest.raises(IndexError, match="must be a 1-D integer"):
         t.index_select("b", [[0]])
     with pytest.raises(nt.NamesError, match="would repeat a name"):
@@ -344,6 +346,7 @@ def test_gradcheck_select_narrow_index_select_gather_masked_fill():
     v = nt.tensor(2.0, dtype="float64", requires_grad=True)
     m = nt.tensor(np.random.default_rng(1).random((4, 1)) > 0.5, names=("b", None))
     gradcheck(lambda x, v: x.masked_fill(m, v), x, v)
+    gradcheck(lambda v: x.detach().masked_fill(m, v), v)  # only the value needs a gradient
     y, _ = rand((4, 2), (None, None), requires_grad=True)
     gradcheck(lambda y: y.masked_fill(m, 0.0), y)  # gradient keeps y's names, not the unified ones
 
@@ -355,3 +358,9 @@ def test_gradgradcheck():
     gradgradcheck(lambda x: x.gather("b", idx([[0], [3], [3]])) ** 2, x)
     gradgradcheck(lambda x: x.index_select("a", [2, 2]) ** 2, x)
     gradgradcheck(lambda x: x.masked_fill(x.detach() > 0, 1.0) ** 2, x)
+    v = nt.tensor(2.0, dtype="float64", requires_grad=True)
+    gradgradcheck(lambda x, v: x.masked_fill(nt.tensor(np.array([True, False, True, False]), names=("b",)), v) ** 2,
+                  x, v)
+    gradgradcheck(lambda x: x.select("b", 2) ** 2, x)
+    gradgradcheck(lambda x: x.narrow("b", 1, 2) ** 2, x)
+    gradgradcheck(lambda x: x[{"a": [0, 0]}] ** 2, x)

@@ -183,6 +183,19 @@ def test_setitem_by_name_equals_positional(data):
     assert_close(t, expected)
 
 
+@given(data=st.data())
+def test_setitem_fills_the_sliced_dims_with_the_values_names(data):
+    shape, _ = data.draw(nts.named_shapes(min_dims=1, max_dims=3))
+    key = tuple(data.draw(st.integers(0, s - 1)) if s and data.draw(st.booleans()) else slice(None) for s in shape)
+    t = nt.tensor(data.draw(nts.arrays(shape)))
+    region = tuple(s for s, k in zip(shape, key) if isinstance(k, slice))
+    fresh = tuple(f"v{i}" for i in range(len(region)))
+    t[key] = nt.tensor(np.zeros(region), names=fresh)
+    filled = iter(fresh)
+    assert t.names == tuple(next(filled) if isinstance(k, slice) else None for k in key)
+    assert not t.numpy()[key].any()
+
+
 def test_setitem_values_and_keys():
     t, a = rand((3, 4), ("a", "b"))
     t[0] = 1.0
@@ -202,6 +215,42 @@ def test_setitem_values_and_keys():
     i[1, 1] = 3
     i[{0: 0}] = nt.tensor([7, 8])
     assert i.numpy().tolist() == [[7, 8], [0, 3]]
+
+
+def test_setitem_fills_none_dims_like_the_other_inplace_ops():
+    t, a = rand((2, 3), (None, "b"))
+    t[:, 0:2] = nt.tensor(np.ones((2, 2)), names=("a", "b"))
+    assert t.names == ("a", "b")
+    expected = a.copy()
+    expected[:, 0:2] = 1.0
+    assert_close(t, expected)
+    u, _ = rand((2, 3))
+    u[0] = nt.tensor(np.ones(3), names=("c",))  # an int key drops dim 0: the value's dim is dim 1
+    assert u.names == (None, "c")
+    u[{"c": 1}] = nt.tensor(np.zeros(2), names=("r",))
+    assert u.names == ("r", "c")
+    w, _ = rand((2, 3))
+    w[:, [0, 2]] = nt.tensor(np.ones((2, 2)), names=(None, "k"))  # a lone unnamed index picks from dim 1
+    assert w.names == (None, "k")
+    # a mask's dim and a None insertion are not dims of self: the value's names there fill nothing
+    m, _ = rand((2, 3), (None, "b"))
+    m[nt.tensor(np.array([[True, False, True], [False, False, True]]))] = nt.tensor(np.ones(3), names=("k",))
+    m[None, 0] = nt.tensor(np.ones((1, 3)), names=("new", "b"))
+    assert m.names == (None, "b")
+
+
+def test_setitem_name_errors_leave_self_unchanged():
+    t, a = rand((2, 3), ("a", None))
+    with pytest.raises(nt.NamesError, match=r"setitem: a value with names \('a',\) would name dims of \('a', None\) "
+                                            r"so that a name repeats"):
+        t[0] = nt.tensor(np.ones(3), names=("a",))
+    with pytest.raises(ValueError, match=r"setitem: the value has more dims \(None, None\) than the indexed part "
+                                         r"\(None,\)"):
+        t[0] = nt.tensor(np.ones((1, 3)))
+    with pytest.raises(ValueError, match="cannot write a value of shape"):
+        t[:, 0:2] = nt.tensor(np.ones((2, 3)), names=("a", "b"))
+    assert t.names == ("a", None)
+    assert_close(t, a)
 
 
 def test_setitem_errors():

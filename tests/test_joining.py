@@ -192,10 +192,13 @@ def test_split_is_one_node_of_views(backend):
     if backend.name == "numpy":
         base = t.detach().numpy()
         assert all(np.shares_memory(p.detach().numpy(), base) for p in pieces)
-        x = nt.zeros(4, 2)
-        v = x._version
-        x.split(2)[1].add_(1)  # an edit through a view is an edit of the base
-        assert x._version == v + 1
+    x = nt.zeros(4, 2)
+    v = x._version
+    x.split(2)[1].add_(1)  # an edit through a view is an edit of the base
+    assert x._version == v + 1
+    row = x.unbind(0)[3]
+    row.fill_(2.0)
+    assert x._version == v + 2 and x.numpy()[3].tolist() == [2.0, 2.0]
 
 
 def test_split_errors():
@@ -206,6 +209,8 @@ def test_split_errors():
         t.split(0, "r")
     with pytest.raises(TypeError, match="must be an int or a sequence"):
         t.split(1.5)
+    with pytest.raises(TypeError, match="split: sizes must be ints, got float 2.5"):
+        t.split([2.5, 2.5], "r")
     with pytest.raises(ValueError, match="chunks must be a positive int"):
         t.chunk(0)
     with pytest.raises(nt.NamesError, match="no dim named 'q'"):
@@ -255,6 +260,9 @@ def test_pad_errors():
         t.pad({"seq": (1.5, 0)})
     with pytest.raises(TypeError, match="value must be a number"):
         t.pad({"seq": 1}, value="x")
+    with pytest.raises(TypeError, match=r"pad: cannot pad a tensor of dtype nt.int64 with the float value 1.5"):
+        nt.tensor([1, 2]).pad((1, 1), value=1.5)
+    assert nt.tensor([1, 2]).pad((1, 0), value=7).numpy().tolist() == [7, 1, 2]
     with pytest.raises(TypeError, match="pad must be a dict"):
         t.pad(3)
 

@@ -111,6 +111,8 @@ def test_errors():
         nt.zeros(3).triu()
     with pytest.raises(TypeError, match="diagonal must be an int"):
         t.tril(0.5)
+    with pytest.raises(TypeError, match="triu: diagonal must be an int"):
+        t.triu(True)
     with pytest.raises(TypeError, match="sizes must be ints"):
         t.repeat(2, "c")
 
@@ -121,6 +123,18 @@ def test_gradients():
     gradcheck(lambda x: x.roll((1, -2), ("r", 1)), t)
     gradcheck(lambda x: x.roll(5), t)
     gradcheck(lambda x: x.repeat(2, 1, 3), t)
+    gradcheck(lambda x: x.tile((2,)), t)
+    gradcheck(lambda x: x.tril(-1), t)
+    gradcheck(lambda x: x.triu(np.int64(1)), t)
+
+
+def test_gradgradcheck_and_gradient_names():
+    t, _ = rand((3, 4), ("r", None), requires_grad=True)
+    for fn in (lambda x: x.flip("r"), lambda x: x.roll((1, -2), ("r", 1)), lambda x: x.repeat(2, 1, 3),
+               lambda x: x.tril(), lambda x: x.triu(-1)):
+        gradgradcheck(lambda x: fn(x) ** 2, t)
+        (g,) = nt.grad(fn(t).sum(), t)
+        assert g.names == ("r", None)
     gradcheck(lambda x: x.tile(2), t)
     gradcheck(lambda x: x.tril(-1), t)
     gradcheck(lambda x: x.triu(1), t)

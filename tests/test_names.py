@@ -279,6 +279,9 @@ def test_axis_or_new():
         N.axis_or_new(names, 3, "unsqueeze")
     with raises(["unsqueeze: a position must be an int, got float"], TypeError):
         N.axis_or_new(names, 1.5, "unsqueeze")
+    with raises(["unsqueeze: a position must be an int, got bool"], TypeError):
+        N.axis_or_new(names, False, "unsqueeze")
+    assert N.axis_or_new(names, np.int64(-1), "unsqueeze") == 2  # anything with __index__, as axis takes
 
 
 def test_axes():
@@ -424,6 +427,20 @@ def test_align_to_errors():
         N.align_to(("C",), (..., "C", ...))
     with raises(["align_as: invalid dim name '1'"]):
         N.align_to(("C",), ("C", "1"), "align_as")
+
+
+def test_align_as():
+    assert N.align_as(("C",), ("N", "C", "H")) == ((-1, 0, -1), ("N", "C", "H"))
+    assert N.align_as(("b", "a"), ("a", None, "b")) == ((1, -1, 0), ("a", None, "b"))
+    assert N.align_as((), (None, "a")) == ((-1, -1), (None, "a"))
+    # align_as has no '...': its advice is align_to's, with '...'
+    with raises(["align_as: dim 0 of (None, 'b') is unnamed, so it has no place in ('a', None, 'b')",
+                 "refine_names", "use align_to with '...'"]):
+        N.align_as((None, "b"), ("a", None, "b"))
+    for other in (("a", "b"), ("a", None)):
+        with raises([f"align_as: dim 'z' of ('z',) is not a dim of {N.fmt(other)}; rename it, or use align_to "
+                     "with '...'"]):
+            N.align_as(("z",), other)
 
 
 @given(name_tuples(named=True), st.data())
@@ -616,6 +633,8 @@ def test_parse_einsum():
         N.parse_einsum("i->i", ((None, None),))
     with raises(["einsum: cannot refine ('x',) to ('i',)"]):
         N.parse_einsum("i->i", (("x",),))
+    with raises(["einsum: the spec '...ij,jk->...ik' uses '...'", "name every dim"], ValueError):
+        N.parse_einsum("...ij,jk->...ik", ((None, None), (None, None)))
 
 
 # ----------------------------------------------------------------------------- indexing

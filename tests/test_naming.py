@@ -176,7 +176,8 @@ def test_align_as():
         assert (x * s).names == names
     with pytest.raises(TypeError, match="align_as: expected a Tensor"):
         scale.align_as(("C",))
-    with pytest.raises(nt.NamesError, match=re.escape("align_as: dim 'C' of ('C',) is not in the order ('N',)")):
+    with pytest.raises(nt.NamesError, match=re.escape("align_as: dim 'C' of ('C',) is not a dim of ('N',); rename it, "
+                                                      "or use align_to with '...'")):
         scale.align_as(_t(np.ones(2), ("N",)))
 
 
@@ -210,6 +211,8 @@ def test_nt_align():
         nt.align(x, _t(np.ones((3, 2)), ("feat", "batch")))
     with pytest.raises(nt.NamesError, match=re.escape("align: aligns by name, but dim 0 of (None,) is unnamed")):
         nt.align(x, _t(np.ones(3), (None,)))
+    with pytest.raises(TypeError, match="align: expected Tensors, got ndarray"):
+        nt.align(x, np.ones(3))
 
 
 # ----------------------------------------------------------------------------- permute / transpose / mT / T

@@ -181,8 +181,8 @@ def test_var_std_corrections():
 def test_integer_inputs():
     t = nt.tensor(np.array([[1, 2, 3], [4, 5, 7]], dtype=np.int32), names=("x", "y"))
     for op in ("mean", "var", "std", "logsumexp", "norm"):
-        assert getattr(t, op)(dim="y").dtype == nt.float32, op
-    assert t.softmax("y").dtype == nt.float32 and t.log_softmax("y").dtype == nt.float32
+        assert getattr(t, op)(dim="y").dtype == nt.float64, op
+    assert t.softmax("y").dtype == nt.float64 and t.log_softmax("y").dtype == nt.float64
     assert_close(t.mean("y"), np.array([2.0, 16 / 3]), rtol=1e-6)
     assert t.argmax("y").dtype == nt.int64
     assert t.sum().item() == 22 and t.prod("y").tolist() == [6, 140]
@@ -190,6 +190,21 @@ def test_integer_inputs():
     b = t > 3
     assert b.any("y").tolist() == [False, True] and b.all("x").tolist() == [False, False, False]
     assert b.any().dtype == nt.bool_
+
+
+def test_bool_inputs_reduce_as_in_numpy():
+    a = np.array([[True, False, True], [False, False, True]])
+    t = nt.tensor(a, names=("x", "y"))
+    assert t.sum("y").dtype == nt.int64 and t.sum("y").tolist() == [2, 1]
+    assert t.prod("x").tolist() == [0, 0, 1]
+    assert t.cumsum("y").tolist() == np.cumsum(a, axis=1).tolist()
+    assert t.cumprod("y").tolist() == np.cumprod(a, axis=1).tolist()
+    assert t.amax("y").dtype == nt.bool_ and t.amax("y").tolist() == [True, True]
+    assert t.amin("x").tolist() == [False, False, True]
+    assert t.argmax("y").tolist() == [0, 2] and t.argmin().item() == 1
+    values, indices = t.max("y")
+    assert values.dtype == nt.bool_ and values.tolist() == [True, True] and indices.tolist() == [0, 2]
+    assert t.min("x").indices.names == ("y",)
 
 
 # ----------------------------------------------------------------------------- gradients

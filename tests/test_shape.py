@@ -28,6 +28,11 @@ def test_reshape_named_needs_names():
     out = t.reshape(3, 2, names=("p", None))
     assert out.names == ("p", None)
     assert_close(out, a.reshape(3, 2))
+    v = t.view((6,), names=("flat",))
+    assert v.names == ("flat",)
+    assert_close(v, a.reshape(6))
+    t.fill_(1.0)  # a view: the write shows in it
+    assert v.numpy().tolist() == [1.0] * 6
 
 
 def test_reshape_bad_sizes():
@@ -36,6 +41,8 @@ def test_reshape_bad_sizes():
         t.reshape(-1, -1)
     with pytest.raises(ValueError, match="cannot reshape"):
         t.reshape(4, -1)
+    with pytest.raises(ValueError, match=r"sizes must be non-negative \(or -1 once, inferred\), got \(-2, -3\)"):
+        t.reshape(-2, -3)
 
 
 # ----------------------------------------------------------------------------- flatten
@@ -92,6 +99,11 @@ def test_flatten_unnamed_and_zero_dim():
     s = nt.tensor(np.float64(3.0))
     assert s.flatten().shape == (1,)
     assert s.flatten(out_name="one").names == ("one",)
+    assert s.flatten(-1, 0).shape == (1,)
+    with pytest.raises(nt.NamesError, match=r"no dim named 'x' in a tensor with names \(\)"):
+        s.flatten("x")
+    with pytest.raises(IndexError, match="out of range"):
+        s.flatten(1)
 
 
 def test_flatten_errors():
@@ -288,6 +300,8 @@ def test_gradients():
     gradcheck(lambda x: x.unflatten(-1, (2, 2)), t)
     gradcheck(lambda x: x.reshape(4, 6, names=("p", "q")), t)
     gradgradcheck(lambda x: x.flatten(("a", "b"), "ab") ** 2, t)
+    gradgradcheck(lambda x: x.unflatten("b", (("p", 3), ("q", 1))).squeeze("q") ** 2, t)
+    gradgradcheck(lambda x: x.reshape(-1, names=("all",)) ** 2, t)
 
 
 def test_expand_gradients():
@@ -295,6 +309,7 @@ def test_expand_gradients():
     gradcheck(lambda x: x.expand(2, 3, 4, names=("b", None, "y")), t)
     gradcheck(lambda x: x.broadcast_to((3, 5)), t)
     gradgradcheck(lambda x: x.expand(2, -1, 3) ** 2, t)
+    gradgradcheck(lambda x: x.expand_as(nt.zeros(4, 3, 2, names=("b", "x", None))) ** 2, t)
     x = t.detach().requires_grad_()
     x.expand(2, 3, 4, names=("b", None, "y")).sum().backward()
     assert x.grad.names == ("x", None)

@@ -68,6 +68,15 @@ def test_sort_defaults_to_last_dim_and_ints():
     assert argsort(t, "b", descending=True).tolist() == [[0, 1, 1], [1, 0, 0]]
 
 
+def test_bool_and_numpy_int_arguments():
+    b = nt.tensor(np.array([True, False, True]), names=("n",))
+    values, indices = b.sort(stable=True)
+    assert values.dtype == nt.bool_ and values.tolist() == [False, True, True]
+    assert indices.tolist() == [1, 0, 2] and values.names == ("n",)
+    top = b.topk(np.int64(2))
+    assert top.values.tolist() == [True, True] and top.indices.tolist() == [0, 2]
+
+
 def test_nan_sorts_as_largest():
     t = nt.tensor([1.0, float("nan"), 0.0], names=("n",))
     assert t.argsort().tolist() == [2, 0, 1]

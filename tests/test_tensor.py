@@ -77,6 +77,19 @@ def test_numpy(backend):
     assert np.asarray(t, dtype=np.float32).dtype == np.float32
 
 
+def test_numpy_array_protocol_copies_when_asked():
+    t, a = _t()
+    copied = np.array(t)  # np.array copies by default: writing to it must leave the tensor alone
+    copied[0, 0, 0] = -1.0
+    assert t.numpy()[0, 0, 0] == a[0, 0, 0]
+    assert not np.shares_memory(np.array(t, dtype=np.float32), t.numpy())
+    view = np.asarray(t)  # no copy asked: the same memory
+    np.testing.assert_array_equal(view, a)
+    with pytest.raises(ValueError, match=re.escape("__array__: converting nt.float64 to float32 needs a copy, but "
+                                                   "copy=False")):
+        np.array(t, dtype=np.float32, copy=False)
+
+
 def test_item_and_scalar_conversions():
     assert nt.tensor(2.5).item() == 2.5
     assert isinstance(nt.tensor(2.5).item(), float)
@@ -185,6 +198,16 @@ def test_requires_grad_property():
         nt.tensor([1]).requires_grad_()
 
 
+def test_detach_in_place():
+    x = nt.tensor([1.0, 2.0], names=("x",), requires_grad=True)
+    y = x * 2
+    assert y.detach_() is y
+    assert y.is_leaf and not y.requires_grad and y.grad_fn is None and y.names == ("x",)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        y.sum().backward()
+    assert x.requires_grad  # the input is untouched
+
+
 def test_grad_setter_checks():
     x = nt.tensor([1.0, 2.0], names=("x",), requires_grad=True)
     x.grad = nt.tensor([0.5, 0.5], names=("x",))
@@ -195,6 +218,6 @@ def test_grad_setter_checks():
         x.grad = [1.0, 2.0]
     with pytest.raises(ValueError, match=re.escape("grad has shape (3,), the tensor (2,)")):
         x.grad = nt.zeros(3, names=("x",))
-    with pytest.raises(nt.NamesError, match=re.escape("the gradient's names ('y',) differ from the output's names "
-                                                      "('x',)")):
+    with pytest.raises(nt.NamesError, match=re.escape("grad: the gradient's names ('y',) differ from the tensor's "
+                                                      "names ('x',)")):
         x.grad = nt.zeros(2, names=("y",))

@@ -80,6 +80,22 @@ def test_gradcheck_passes_and_fails_with_the_dim():
     assert "first bad element (1, 0)" in msg
 
 
+def test_gradcheck_reports_a_0_dim_input():
+    def wrong_square(t):
+        y = t * t
+        if y.requires_grad:  # not in the numeric probes, which run under no_grad
+            y.register_hook(lambda g: g * 1.5)  # autograd's gradient comes out 1.5 times too large
+        return y
+
+    x = nt.tensor(2.0, dtype=nt.float64, requires_grad=True)
+    with pytest.raises(GradcheckError) as info:
+        gradcheck(wrong_square, x)
+    msg = str(info.value)
+    assert "gradcheck: input 0 (names (), shape ()): autograd and central differences disagree at 1 of 1" in msg
+    got, numeric = re.search(r"first bad element \(\): autograd (\S+) vs numeric (\S+)$", msg).groups()
+    assert float(got) / float(numeric) == pytest.approx(1.5)
+
+
 def test_gradcheck_checks_gradient_names():
     x = _x()
     with pytest.raises(GradcheckError, match=re.escape("gradcheck: the gradient of input 0 has names ('p', 'q'), "
@@ -130,6 +146,33 @@ def test_assert_close():
         assert_close(nt.tensor([True]), np.array([False]))
     g = nt.tensor([1.0], requires_grad=True)
     assert_close(g * 1, np.array([1.0]))  # tensors in a graph are compared too
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0])
+def test_names_strategy_named_fraction(fraction):
+    @fixture_ok
+    @given(nts.names(4, named_fraction=fraction))
+    def check(names):
+        assert len(names) == 4
+        assert all((n is not None) == (fraction == 1.0) for n in names)
+
+    check()
+
+
+def test_names_strategy_needs_enough_names():
+    @given(nts.names(11))
+    def check(names):
+        pass
+
+    with pytest.raises(ValueError, match="names: 11 dims need at least 11 distinct names, the pool has 10"):
+        check()
+
+    @fixture_ok
+    @given(nts.names(3, pool=("a", "b", "c")))
+    def small_pool(names):
+        assert len(names) == 3
+
+    small_pool()
 
 
 @fixture_ok

@@ -14,8 +14,9 @@ from __future__ import annotations
 import heapq
 from typing import Optional, Sequence
 
+from .._names import NamesError, fmt
 from . import graph
-from .graph import Node, _GradMode
+from .graph import _GradMode
 
 
 def _as_seq(x):
@@ -45,7 +46,7 @@ def _root_grads(roots, grad_outputs):
             if r._data.size != 1 or r.ndim != 0:
                 raise RuntimeError(
                     f"backward: a gradient can only be created implicitly for a scalar (0-dim) output; "
-                    f"this one has names {r._names} and shape {tuple(r.shape)}. Reduce it (e.g. .sum()) "
+                    f"this one has names {fmt(r._names)} and shape {tuple(r.shape)}. Reduce it (e.g. .sum()) "
                     "or pass gradient=."
                 )
             g = r._B.ones((), dtype=r._data.dtype)
@@ -60,18 +61,36 @@ def _root_grads(roots, grad_outputs):
             if not g.is_named and r.ndim:
                 g = g.rename(*r._names)
             if g._names != r._names:
-                raise graph_names_error(r._names, g._names)
+                raise grad_names_error("backward", "output", r._names, g._names)
         grads.append(g)
     return grads
 
 
-def graph_names_error(out_names, g_names):
-    from .._names import NamesError, fmt
-
+def grad_names_error(op: str, what: str, names, g_names) -> NamesError:
+    """A gradient whose names are not its tensor's (``what``: how the message calls the tensor)."""
     return NamesError(
-        f"backward: the gradient's names {fmt(g_names)} differ from the output's names {fmt(out_names)}; "
+        f"{op}: the gradient's names {fmt(g_names)} differ from the {what}'s names {fmt(names)}; "
         "a gradient has exactly the names of its tensor (rename or align_as it first)."
     )
+
+
+def _run_hooks(hooks, g):
+    """Call each hook on the gradient in turn; a tensor it returns replaces the gradient (same names and shape)."""
+    for hook in hooks:
+        res = hook(g)
+        if res is None:
+            continue
+        if not isinstance(res, graph.Tensor):
+            raise TypeError(f"hook: a gradient hook must return a Tensor or None, got {type(res).__name__}.")
+        if res._data.shape != g._data.shape:
+            raise ValueError(
+                f"hook: the hook returned a gradient of shape {tuple(res.shape)} for a tensor of shape "
+                f"{tuple(g.shape)}; a gradient has exactly its tensor's shape."
+            )
+        if res._names != g._names:
+            raise grad_names_error("hook", "tensor", g._names, res._names)
+        g = res
+    return g
 
 
 def _accumulate(store: dict, key, owner, g):
@@ -83,8 +102,12 @@ def _accumulate(store: dict, key, owner, g):
 
 
 def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
-                 inputs: Optional[Sequence] = None, accumulate: bool = True, allow_unused: bool = False):
-    """The engine behind ``Tensor.backward`` and ``nt.grad``."""
+                 inputs: Optional[Sequence] = None, allow_unused: bool = False) -> Optional[tuple]:
+    """The engine behind ``Tensor.backward`` and ``nt.grad``.
+
+    Without ``inputs`` the leaves' gradients accumulate into ``.grad`` and None is returned;
+    with ``inputs`` their gradients are returned (one per input) and ``.grad`` is left alone.
+    """
     T = graph.Tensor
     roots = _as_seq(roots)
     grad_outputs = _as_seq(grad_outputs)
@@ -99,7 +122,7 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
             if not isinstance(t, T):
                 raise TypeError(f"grad: inputs must be tensors, got {type(t).__name__}.")
             if not t._rg:
-                raise RuntimeError(f"grad: input {i} (names {t._names}) does not require grad.")
+                raise RuntimeError(f"grad: input {i} (names {fmt(t._names)}) does not require grad.")
             if t._node is None:
                 capture_leaf.setdefault(id(t), []).append(i)
             else:
@@ -147,10 +170,7 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
                     shape, names, dtype = node.out_meta[k]
                     out_grads[k] = T._make(node.B.zeros(shape, dtype=dtype), names, node.B)
                 if node.hooks and k in node.hooks:
-                    for hook in node.hooks[k]:
-                        res = hook(out_grads[k])
-                        if res is not None:
-                            out_grads[k] = res
+                    out_grads[k] = _run_hooks(node.hooks[k], out_grads[k])
                 if capture_node:
                     for slot in capture_node.get((id(node), k), ()):
                         captured[slot] = out_grads[k]
@@ -170,16 +190,13 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
     for leaf, g in leaves.values():
         hooks = getattr(leaf, "_hooks", None)
         if hooks:
-            for hook in hooks:
-                res = hook(g)
-                if res is not None:
-                    g = res
+            g = _run_hooks(hooks, g)
         slots = capture_leaf.get(id(leaf))
         if slots:
             for slot in slots:
                 captured[slot] = g
             continue
-        if inputs is not None or not accumulate:
+        if inputs is not None:
             continue
         if not create_graph:
             g = g.detach()
@@ -202,7 +219,7 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
-         allow_unused: bool = False):
+         allow_unused: bool = False) -> tuple:
     """Gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``.
 
     Each gradient has the names of its input.  With ``create_graph=True`` the

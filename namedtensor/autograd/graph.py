@@ -21,12 +21,16 @@ the graph (no reference cycles).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+import functools
+from typing import Any, Tuple
+
+from .._names import fmt
 
 _grad_enabled = True
 
 
 def is_grad_enabled() -> bool:
+    """Whether ops record the graph now (off inside ``no_grad``)."""
     return _grad_enabled
 
 
@@ -47,8 +51,6 @@ class _GradMode:
         _grad_enabled = self._prev
 
     def __call__(self, fn):
-        import functools
-
         mode = self._mode
 
         @functools.wraps(fn)
@@ -110,10 +112,12 @@ class Op:
 
     @staticmethod
     def forward(B, *arrays, **params):  # pragma: no cover - every op overrides
+        """The output array(s) from raw backend arrays (``(out, stash)`` when ``stashes``)."""
         raise NotImplementedError
 
     @staticmethod
     def backward(node: "Node", *grads):  # pragma: no cover
+        """One gradient tensor (or None) per input, from the outputs' gradients (differentiable ops)."""
         raise NotImplementedError
 
 
@@ -147,7 +151,7 @@ class Node:
                 vc = version_counter(t)
             if vc[0] != version:
                 raise RuntimeError(
-                    f"{self.op.name}: a tensor saved for its gradient (names {t._names}, shape "
+                    f"{self.op.name}: a tensor saved for its gradient (names {fmt(t._names)}, shape "
                     f"{tuple(t._data.shape)}) was modified in place after it was saved (version {vc[0]}, "
                     f"expected {version}). Use an out-of-place op (e.g. x = x + 1 instead of x.add_(1)), "
                     "or clone() the tensor before editing it."
@@ -195,7 +199,7 @@ def version_counter(t) -> list:
         return vc
 
 
-def apply(op, inputs: tuple, names, **params):
+def apply(op, inputs: tuple, names, **params) -> Any:
     """Run ``op`` on ``inputs`` (tensors or Python scalars) and give the outputs ``names``."""
     T = Tensor
     n = len(inputs)
@@ -239,7 +243,7 @@ def apply(op, inputs: tuple, names, **params):
         if needs_grad and _grad_enabled and op.differentiable:
             record(op, inputs, (result,), params, stash, B)
         return result
-    results = tuple(T._make(o, n, B) for o, n in zip(out, names))
+    results = tuple(T._make(o, o_names, B) for o, o_names in zip(out, names))
     if needs_grad and _grad_enabled and op.differentiable:
         record(op, inputs, results, params, stash, B)
     return results

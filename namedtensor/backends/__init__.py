@@ -36,6 +36,7 @@ def _make(name: str) -> Backend:
 
 
 def cpu() -> Backend:
+    """The backend of CPU tensors (NumPy unless :func:`use_cpu_backend` chose another)."""
     global _cpu
     if _cpu is None:
         _cpu = _make("numpy")
@@ -50,6 +51,7 @@ def use_cpu_backend(name: str) -> Backend:
 
 
 def parse_device(device) -> str:
+    """The canonical device string (``"cpu"``, ``"cuda"``, ``"cuda:N"``), or a ValueError."""
     if device is None:
         return "cpu"
     if not isinstance(device, str):

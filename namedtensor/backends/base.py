@@ -52,12 +52,14 @@ class Backend:
 
     # dtypes --------------------------------------------------------------------------
     def native(self, dtype: _dtypes.DType):
+        """The namespace's dtype for an ``nt`` dtype (TypeError when it has none)."""
         try:
             return self._to_native[dtype]
         except KeyError:
             raise TypeError(f"dtype {dtype!r} is not available on the {self.name} backend.") from None
 
     def dtype_of(self, x) -> _dtypes.DType:
+        """The ``nt`` dtype of array ``x`` (TypeError for dtypes the library does not support)."""
         try:
             return self._from_native[x.dtype]
         except KeyError:
@@ -68,19 +70,19 @@ class Backend:
 
     # conversion ----------------------------------------------------------------------
     def is_array(self, x) -> bool:
+        """Whether ``x`` is an array of this backend's namespace."""
         raise NotImplementedError
 
     def asarray(self, data, dtype=None, copy=None):
+        """An array of ``data`` (``dtype``: an ``nt`` dtype; ``copy`` as in the Array API)."""
         raise NotImplementedError
 
     def to_numpy(self, x):
+        """``x`` as a NumPy array (no copy where the memory allows it)."""
         raise NotImplementedError
 
-    def scalar_operand(self, value, like):
-        """A Python scalar ready to combine with array ``like`` (NumPy 2 weak-scalar rules)."""
-        return value
-
     def is_view_of(self, out, x) -> bool:
+        """Whether ``out`` may share memory with ``x`` (False when the backend cannot tell)."""
         return False
 
     #: whether the namespace's elementwise functions take ``out=`` (used to reuse temporaries' buffers)
@@ -91,16 +93,20 @@ class Backend:
         return False
 
     def item(self, x):
+        """The one element of ``x`` as a Python number."""
         raise NotImplementedError
 
     def tolist(self, x):
+        """``x`` as nested Python lists."""
         return self.to_numpy(x).tolist()
 
     # what the standard lacks ---------------------------------------------------------
     def erf(self, x):
+        """The error function, elementwise."""
         raise NotImplementedError
 
     def einsum(self, subscripts, *arrays):
+        """NumPy's ``einsum`` with letter subscripts (``"ij,jk->ik"``)."""
         raise NotImplementedError
 
     def scatter_add(self, shape, dtype, key, values):
@@ -108,18 +114,23 @@ class Backend:
         raise NotImplementedError
 
     def getitem(self, x, key):
+        """``x[key]`` with NumPy's indexing (integer arrays and masks included)."""
         return x[key]
 
     def setitem(self, x, key, value):
+        """``x[key] = value`` in place, with NumPy's indexing."""
         x[key] = value
 
     def pad(self, x, widths, value):
+        """``x`` padded with ``value``: ``widths`` is one ``(before, after)`` pair per axis."""
         raise NotImplementedError
 
     def tril(self, x, k):
+        """``x`` with the elements above diagonal ``k`` of the last two axes set to 0."""
         raise NotImplementedError
 
     def triu(self, x, k):
+        """``x`` with the elements below diagonal ``k`` of the last two axes set to 0."""
         raise NotImplementedError
 
     def sort_indices(self, x, axis: int, descending: bool, stable: bool):
@@ -127,19 +138,24 @@ class Backend:
         return self.argsort(x, axis=axis, descending=descending, stable=stable)
 
     def logaddexp(self, a, b):
+        """``log(exp(a) + exp(b))`` without overflow (for namespaces that lack it)."""
         m = self.maximum(a, b)
         m = self.where(self.isfinite(m), m, self.zeros_like(m))  # -inf - -inf would be nan
         return m + self.log(self.exp(a - m) + self.exp(b - m))
 
     # random numbers ------------------------------------------------------------------
     def seed(self, n: int) -> None:
+        """Restart the random stream from seed ``n``."""
         raise NotImplementedError
 
     def rand(self, shape, dtype):
+        """Uniform samples in [0, 1) of a float ``nt`` dtype."""
         raise NotImplementedError
 
     def randn(self, shape, dtype):
+        """Standard normal samples of a float ``nt`` dtype."""
         raise NotImplementedError
 
     def randint(self, low, high, shape, dtype):
+        """Integers in ``[low, high)`` of an integer ``nt`` dtype."""
         raise NotImplementedError

@@ -38,9 +38,7 @@ class NumpyBackend(Backend):
         return isinstance(x, (np.ndarray, np.generic))
 
     def asarray(self, data, dtype=None, copy=None):
-        return np.asarray(data, dtype=None if dtype is None else self._to_native[dtype]) if copy is None else np.array(
-            data, dtype=None if dtype is None else self._to_native[dtype], copy=copy
-        )
+        return np.asarray(data, dtype=None if dtype is None else self._to_native[dtype], copy=copy)
 
     def to_numpy(self, x):
         return np.asarray(x)

@@ -35,7 +35,36 @@ class StrictBackend(Backend):
             setattr(self, fn, self._scalar_safe(getattr(array_api_strict, fn)))
         for fn in ("logical_and", "logical_or", "logical_xor"):
             setattr(self, fn, self._truthy(getattr(array_api_strict, fn)))
+        self.logical_not = lambda x: array_api_strict.logical_not(self._as_bool(x))
+        for fn in ("exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh"):
+            setattr(self, fn, self._float_input(getattr(array_api_strict, fn)))
         self.where = self._where
+        # NumPy reduces and sorts bool arrays (False < True): sums and products count True as 1
+        # (int64), max/min/sort stay bool; array-api-strict refuses bool in all of them
+        for fn in ("sum", "prod", "cumulative_sum", "cumulative_prod", "argmax", "argmin", "argsort"):
+            setattr(self, fn, self._bool_as_int(getattr(array_api_strict, fn), False))
+        for fn in ("max", "min", "sort"):
+            setattr(self, fn, self._bool_as_int(getattr(array_api_strict, fn), True))
+
+    def _float_input(self, fn):
+        # NumPy's rule for functions defined on floats only: integer and bool input gives float64
+        def call(x):
+            if not self.xp.isdtype(x.dtype, "real floating"):
+                x = self.xp.astype(x, self.xp.float64)
+            return fn(x)
+
+        return call
+
+    def _bool_as_int(self, fn, back_to_bool: bool):
+        xp = self.xp
+
+        def call(x, *args, **kwargs):
+            if x.dtype != xp.bool:
+                return fn(x, *args, **kwargs)
+            out = fn(xp.astype(x, xp.int64), *args, **kwargs)
+            return xp.astype(out, xp.bool) if back_to_bool else out
+
+        return call
 
     def _where(self, cond, a, b):
         # NumPy promotes the two branches (where(mask, float_array, int_array) is float64)

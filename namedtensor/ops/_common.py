@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Union
+
 from .. import _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
@@ -9,7 +11,7 @@ from ..tensor import Tensor
 SCALARS = (bool, int, float)
 
 
-def operand(x, like: Tensor):
+def operand(x, like: Tensor) -> Union[Tensor, bool, int, float]:
     """A binary op's other operand: a tensor, a Python scalar (kept raw), or an array (an unnamed constant)."""
     if isinstance(x, Tensor) or x.__class__ in SCALARS:
         return x
@@ -18,15 +20,6 @@ def operand(x, like: Tensor):
         data = B.asarray(x)
         return Tensor._make(data, _names.unnamed(len(data.shape)), B)
     raise TypeError(f"unsupported operand of type {type(x).__name__}; expected a Tensor, a number or an array.")
-
-
-def as_tensor(x, like: Tensor) -> Tensor:
-    """Like :func:`operand` but Python scalars become 0-dim tensors of ``like``'s dtype."""
-    x = operand(x, like)
-    if isinstance(x, Tensor):
-        return x
-    B = like._B
-    return Tensor._make(B.asarray(x, dtype=like.dtype if not isinstance(x, bool) else None), (), B)
 
 
 class _Rename(Op):
@@ -54,7 +47,7 @@ def with_names(t: Tensor, names) -> Tensor:
 def sum_to(g: Tensor, shape, names) -> Tensor:
     """Reduce a broadcast gradient back to an operand's ``shape``, with the operand's ``names``."""
     gshape = g._data.shape
-    if gshape == shape or tuple(gshape) == tuple(shape):
+    if gshape == shape:
         return with_names(g, names)
     lead = len(gshape) - len(shape)
     ones = tuple(lead + i for i, s in enumerate(shape) if s == 1 and gshape[lead + i] != 1)

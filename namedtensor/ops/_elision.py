@@ -125,11 +125,11 @@ def _broadcasts_into(small, big) -> bool:
     return True
 
 
-def target(a, b, refs_a: int, refs_b: int, limit: int, saves_inputs: bool):
+def target(a, b, refs_a: int, refs_b: int, via_operator: bool, saves_inputs: bool):
     """The array to write ``op(a, b)`` into, or None.
 
-    ``refs_*`` are the operands' refcounts seen by the op function, ``limit`` the
-    calibrated count of a temporary for the way it was entered.  Called from the op
+    ``refs_*`` are the operands' refcounts seen by the op function, entered as an operator
+    (``x + y``) or as a call (``nt.add(x, y)``).  Called from the op
     function's helper, so the user's frame is three levels up.  While a graph is recorded, only
     ops whose backward needs no input (add, sub) may overwrite one.
     """
@@ -138,8 +138,12 @@ def target(a, b, refs_a: int, refs_b: int, limit: int, saves_inputs: bool):
     B = a._B
     if not B.supports_out:
         return None
-    if limit == OPERATOR_REFS and not from_binary_op(3):
-        return None
+    if via_operator:
+        if not from_binary_op(3):
+            return None
+        limit = OPERATOR_REFS
+    else:
+        limit = CALL_REFS
     # no local may hold an operand's array while _private_array counts its references
     if b.__class__ is a.__class__:
         if b._B is not B or a._data.dtype != b._data.dtype:

@@ -33,15 +33,16 @@ def tensor(data, names: Optional[Sequence] = None, dtype=None, device=None, requ
     unless ``names=`` is given.
     """
     B = _backend(device)
+    copy = dtype is None  # with a dtype, the cast below makes the copy
     if isinstance(data, Tensor):
         if names is None:
             names = data._names
         src = data._data
         if data._B is not B:
             src = data._B.to_numpy(data.array)
-        arr = B.asarray(src, copy=True)
+        arr = B.asarray(src, copy=True if copy else None)
     else:
-        arr = _from_python(B, data, "tensor", dtype=dtype)
+        arr = _from_python(B, data, "tensor", copy=copy, dtype=dtype)
     if dtype is not None:
         arr = B.astype(arr, B.native(_dtypes.as_dtype(dtype)))
     return _finish(arr, names, B, requires_grad, "tensor")
@@ -71,7 +72,7 @@ def _from_python(B, data, op: str, copy: bool = True, dtype=None):
     python_floats = _is_python_float(data)
     try:
         arr = B.asarray(data, copy=True if copy else None)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         raise TypeError(f"{op}: cannot make a tensor from {type(data).__name__}: {e}") from None
     if dtype is not None:
         return arr  # no float32 detour: nt.tensor([0.1], dtype=nt.float64) keeps full precision
@@ -93,7 +94,7 @@ def _check_dtype(B, arr, op: str) -> None:
 
 def _is_python_float(data) -> bool:
     """Whether ``data`` is made of Python numbers with at least one float (so float32 is meant)."""
-    if isinstance(data, float):
+    if data.__class__ is float:  # not a NumPy float64 scalar (a float subclass): that one keeps its dtype
         return True
     if isinstance(data, (list, tuple)):
         return any(_is_python_float(x) for x in data)
@@ -150,7 +151,7 @@ def _float_only(dt, op):
 
 def full(shape, fill_value, names=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor filled with ``fill_value`` (its dtype follows the value unless ``dtype=``)."""
-    shape, names = _shape_and_names((shape,) if not isinstance(shape, dict) else (shape,), names, "full")
+    shape, names = _shape_and_names((shape,), names, "full")
     B = _backend(device)
     dt = _dtypes.as_dtype(dtype) if dtype is not None else _scalar_dtype(fill_value)
     return _finish(B.full(shape, fill_value, dtype=B.native(dt)), names, B, requires_grad, "full")
@@ -168,6 +169,8 @@ def arange(start, end=None, step=1, names=None, dtype=None, device=None, require
     """``[start, end)`` by ``step``: int64 for ints, float32 when any bound is a float."""
     if end is None:
         start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be 0.")
     B = _backend(device)
     if dtype is None:
         dt = _dtypes.default_float if any(isinstance(v, float) for v in (start, end, step)) else _dtypes.default_int
@@ -194,7 +197,8 @@ def eye(n: int, m: Optional[int] = None, names=None, dtype=None, device=None, re
 
 
 def randint(low, high=None, size=(), names=None, dtype=None, device=None) -> Tensor:
-    """Random integers in ``[low, high)``; ``randint(high, size)`` starts at 0."""
+    """Random integers in ``[low, high)``; ``randint(high, size)`` starts at 0.  A float or bool ``dtype``
+    gives those integers in that dtype."""
     if high is None or (isinstance(high, (tuple, list, dict))):
         if high is not None:
             size = high
@@ -204,7 +208,11 @@ def randint(low, high=None, size=(), names=None, dtype=None, device=None) -> Ten
         raise ValueError(f"randint: high ({high}) must be greater than low ({low}).")
     B = _backend(device)
     dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.default_int
-    return _finish(B.randint(low, high, shape, dt), names, B, False, "randint")
+    if dt.kind == "i":
+        data = B.randint(low, high, shape, dt)
+    else:
+        data = B.astype(B.randint(low, high, shape, _dtypes.int64), B.native(dt))
+    return _finish(data, names, B, False, "randint")
 
 
 def _like(name: str, make):
@@ -233,7 +241,7 @@ def manual_seed(n: int) -> None:
     """Seed the random factories of every backend in use, for reproducible results."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"manual_seed: the seed must be an int, got {type(n).__name__}.")
-    backends.cpu().seed(n)
+    backends.cpu()  # made first, so that it is among the backends seeded
     for b in backends._by_name.values():
         b.seed(n)
 

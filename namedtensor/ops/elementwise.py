@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from sys import getrefcount
 
-from .. import _names
+from .. import _dtypes, _names
 from .._names import unify
 from ..autograd import graph
 from ..autograd.graph import Op, apply
@@ -26,17 +26,29 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
+def _floating(B, x):
+    """``x`` itself when floating-point, else as float64 (NumPy's result for integer input, on every backend)."""
+    return x if B.dtype_of(x).kind == "f" else B.astype(x, B.native(_dtypes.float64))
+
+
 def _sigmoid(B, x):
     e = B.exp(-B.abs(x))
     return B.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
 def _softplus(B, x):
+    x = _floating(B, x)
     return B.log1p(B.exp(-B.abs(x))) + B.maximum(x, 0)
 
 
 def _gelu(B, x):
+    x = _floating(B, x)
     return 0.5 * x * (1 + B.erf(x / _SQRT_2))
+
+
+def _silu(B, x):
+    x = _floating(B, x)
+    return x * _sigmoid(B, x)
 
 
 def _zero_grad(x, y, g):
@@ -61,14 +73,14 @@ UNARY = {
     "relu": (lambda B, x: B.maximum(x, 0), lambda x, y, g: where(x > 0, g, 0), "x"),
     "gelu": (_gelu, lambda x, y, g: g * (0.5 * (1 + (x / _SQRT_2).erf()) + x * (-0.5 * x * x).exp() * _INV_SQRT_2PI),
              "x"),
-    "silu": (lambda B, x: x * _sigmoid(B, x), lambda x, y, g: g * _silu_grad(x), "x"),
+    "silu": (_silu, lambda x, y, g: g * _silu_grad(x), "x"),
     "softplus": (_softplus, lambda x, y, g: g * x.sigmoid(), "x"),
     "erf": (lambda B, x: B.erf(x), lambda x, y, g: g * (-(x * x)).exp() * _TWO_OVER_SQRT_PI, "x"),
     "sign": (lambda B, x: B.sign(x), _zero_grad, ""),
     "floor": (lambda B, x: B.floor(x), _zero_grad, ""),
     "ceil": (lambda B, x: B.ceil(x), _zero_grad, ""),
     "round": (lambda B, x: B.round(x), _zero_grad, ""),
-    "reciprocal": (lambda B, x: 1 / x, lambda x, y, g: -g * y * y, "y"),
+    "reciprocal": (lambda B, x: B.divide(1, x), lambda x, y, g: -g * y * y, "y"),
     "square": (lambda B, x: x * x, lambda x, y, g: g * 2 * x, "x"),
 }
 
@@ -123,6 +135,7 @@ class _GeluTanh(Op):
 
     @staticmethod
     def forward(B, x):
+        x = _floating(B, x)
         return 0.5 * x * (1 + B.tanh(_GELU_C * (x + 0.044715 * x * x * x)))
 
     @staticmethod
@@ -238,12 +251,16 @@ COMPARE = {
 }
 
 
-def _binary_names(name, a, b):
+def _operands(name: str, a, b):
+    """``(a, b, names)``: the operands, one of them a tensor (the other a scalar or an unnamed tensor from
+    an array), and the output names (rule 2)."""
+    if isinstance(a, Tensor):
+        b = operand(b, a)
+        return a, b, (_names.unify(a._names, b._names, name) if isinstance(b, Tensor) else a._names)
     if isinstance(b, Tensor):
-        if isinstance(a, Tensor):
-            return _names.unify(a._names, b._names, name)
-        return b._names
-    return a._names
+        a = operand(a, b)
+        return a, b, (_names.unify(a._names, b._names, name) if isinstance(a, Tensor) else b._names)
+    raise TypeError(f"{name}: at least one operand must be a Tensor, got {type(a).__name__} and {type(b).__name__}.")
 
 
 #: binary ops that may write a large result into a temporary operand's buffer (see ops/_elision.py);
@@ -251,7 +268,6 @@ def _binary_names(name, a, b):
 ELIDABLE = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "maximum": "maximum",
             "minimum": "minimum"}
 _MIN = _elision.MIN_SIZE
-_CALL_REFS, _OPERATOR_REFS = _elision.CALL_REFS, _elision.OPERATOR_REFS
 
 
 def _binary_op(name, forward, grads, saves, saves_out):
@@ -280,24 +296,22 @@ def _binary_op(name, forward, grads, saves, saves_out):
     elidable = name in ELIDABLE and _elision.enabled
     backend_fn = ELIDABLE.get(name)
 
-    def run(a, b, refs_a: int, refs_b: int, limit: int) -> Tensor:
+    def run(a, b, refs_a: int, refs_b: int, via_operator: bool) -> Tensor:
         if isinstance(a, Tensor) and isinstance(b, Tensor):
             an, bn = a._names, b._names
             names = an if an is bn else unify(an, bn, name)
             if elidable and (a._data.size >= _MIN or b._data.size >= _MIN):
-                out = _elision.target(a, b, refs_a, refs_b, limit, saves)
+                out = _elision.target(a, b, refs_a, refs_b, via_operator, saves)
                 if out is not None:
                     return _elided(getattr(a._B, backend_fn)(a._data, b._data, out=out), names, a, b)
             return apply(cls, (a, b), names)
         if isinstance(a, Tensor):
             if elidable and b.__class__ in SCALARS and a._data.size >= _MIN:
-                out = _elision.target(a, b, refs_a, 0, limit, saves)
+                out = _elision.target(a, b, refs_a, 0, via_operator, saves)
                 if out is not None:
                     return _elided(getattr(a._B, backend_fn)(a._data, b, out=out), a._names, a, b)
-            b = operand(b, a)
-        else:
-            a = operand(a, b)
-        return apply(cls, (a, b), _binary_names(name, a, b))
+        a, b, names = _operands(name, a, b)
+        return apply(cls, (a, b), names)
 
     def _elided(data, names, a, b) -> Tensor:
         out = Tensor._make(data, names, a._B)
@@ -310,12 +324,12 @@ def _binary_op(name, forward, grads, saves, saves_out):
     def fn(a, b) -> Tensor:
         refs_a = getrefcount(a)  # before anything else holds a or b
         refs_b = getrefcount(b)
-        return run(a, b, refs_a, refs_b, _CALL_REFS)
+        return run(a, b, refs_a, refs_b, False)
 
     def operator(a, b) -> Tensor:
         refs_a = getrefcount(a)
         refs_b = getrefcount(b)
-        return run(a, b, refs_a, refs_b, _OPERATOR_REFS)
+        return run(a, b, refs_a, refs_b, True)
 
     operator.__name__ = f"__{name}__"
     fn.__name__ = fn.__qualname__ = name
@@ -332,11 +346,8 @@ def _compare_op(name, forward):
     cls = type(name.title() + "Op", (_CompareBase,), {"name": name, "forward": staticmethod(forward)})
 
     def fn(a, b) -> Tensor:
-        if isinstance(a, Tensor):
-            b = operand(b, a)
-        else:
-            a = operand(a, b)
-        return apply(cls, (a, b), _binary_names(name, a, b))
+        a, b, names = _operands(name, a, b)
+        return apply(cls, (a, b), names)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise ``{name}`` (no gradient); names unify (rule 2)."
@@ -379,7 +390,7 @@ def _predicate(name, attr):
     def fn(x: Tensor) -> Tensor:
         return apply(cls, (_tensor_arg(x, name),), x._names)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise ``{name}`` (boolean); keeps names."
     return fn
 
@@ -449,6 +460,8 @@ METHODS = {
     "__pow__": pow, "__rpow__": _reverse(pow),  # noqa: F821
     "__eq__": eq, "__ne__": ne, "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge,  # noqa: F821
     "__and__": logical_and, "__or__": logical_or, "__xor__": logical_xor, "__invert__": logical_not,  # noqa: F821
+    "__rand__": _reverse(logical_and), "__ror__": _reverse(logical_or),  # noqa: F821
+    "__rxor__": _reverse(logical_xor),  # noqa: F821
 }
 
 __all__ = sorted(

@@ -20,13 +20,15 @@ indexing as its own backward, so gradients of gradients work.
 from __future__ import annotations
 
 import operator
-from typing import Any, Dict, Hashable, Optional
+from typing import Any, Dict, Hashable, Optional, Sequence, Union
 
 from .. import _dtypes, _names
 from ..autograd.graph import Op, _device_error, apply
 from ..tensor import Tensor
 from ._common import SCALARS, operand, with_names
 from .elementwise import where
+
+Dim = Union[str, int]
 
 _FULL = slice(None)
 _INT = ("int",)
@@ -116,7 +118,7 @@ _TOKENS = {int: (_INT,), slice: (_SLICE,), type(None): (_NEW,)}
 
 
 def _basic_plan(names: _names.Names, classes: tuple, op: str):
-    """``(output names, needs a '...')`` for a key of ints, slices, ``None`` and ``...``, or ``None``.
+    """``(tokens, output names, needs a '...')`` for a key of ints, slices, ``None`` and ``...``, or ``None``.
 
     A key that leaves no dim gives a NumPy scalar (a copy); with a '...' it gives a 0-dim view.
     """
@@ -132,12 +134,13 @@ def _basic_plan(names: _names.Names, classes: tuple, op: str):
     tokens = []
     for c in classes:
         tokens.extend(_TOKENS[c] if c is not _ELLIPSIS else (_SLICE,) * (len(names) - used))
-    out = _names.index(names, tuple(tokens), op)
-    return out, not out and _ELLIPSIS not in classes
+    tokens = tuple(tokens)
+    out = _names.index(names, tokens, op)
+    return tokens, out, not out and _ELLIPSIS not in classes
 
 
 def _dict_plan(names: _names.Names, dims: tuple, classes: tuple, op: str):
-    """``(axes, key length, output names, needs a '...')`` for a dict key of ints and slices, or ``None``."""
+    """``(axes, key length, tokens, output names, needs a '...')`` for a dict key of ints and slices, or ``None``."""
     if any(c is not int and c is not slice for c in classes):
         return None
     axes = tuple(_names.axis(names, d, op) for d in dims)
@@ -217,10 +220,11 @@ def _by_name(t: Tensor, key: dict, op: str) -> tuple:
     return tuple(pos)
 
 
-def plan(t: Tensor, key, op: str = "getitem"):
-    """``(raw key, output names, basic)`` for ``t[key]``; ``basic`` keys give views.
+def plan(t: Tensor, key: Any, op: str = "getitem") -> tuple:
+    """``(raw key, tokens, output names, basic)`` for ``t[key]``; ``basic`` keys give views.
 
-    Shared with ``__setitem__`` (where the output names are the indexed region's).
+    ``tokens`` is the key as :func:`namedtensor._names.index` reads it.  Shared with
+    ``__setitem__`` (where the output names are the indexed region's).
     """
     names = t._names
     c = key.__class__
@@ -231,7 +235,7 @@ def plan(t: Tensor, key, op: str = "getitem"):
             p = _cached(ck, _dict_plan, names, ck[1], ck[2], op)
         if p is None:
             return _plan_general(t, _by_name(t, key, op), op)
-        axes, length, out, add_ellipsis = p
+        axes, length, tokens, out, add_ellipsis = p
         pos = [_FULL] * length
         for ax, v in zip(axes, key.values()):
             pos[ax] = v
@@ -245,8 +249,8 @@ def plan(t: Tensor, key, op: str = "getitem"):
             p = _cached(ck, _basic_plan, names, ck[1], op)
         if p is None:
             return _plan_general(t, key, op)
-        out, add_ellipsis = p
-    return (key + (Ellipsis,) if add_ellipsis else key), out, True
+        tokens, out, add_ellipsis = p
+    return (key + (Ellipsis,) if add_ellipsis else key), tokens, out, True
 
 
 def _plan_general(t: Tensor, key: tuple, op: str):
@@ -305,10 +309,11 @@ def _plan_general(t: Tensor, key: tuple, op: str):
         masks = [(p if p < ellipsis_at else p + fill - 1, s) for p, s in masks]
     if masks:
         _check_masks(t, tokens, masks, op)
-    out = _names.index(names, tuple(tokens), op)
+    tokens = tuple(tokens)
+    out = _names.index(names, tokens, op)
     if basic and not out:
         items.append(Ellipsis)
-    return tuple(items), out, basic
+    return tuple(items), tokens, out, basic
 
 
 def _plain_slice(s: slice, op: str) -> slice:
@@ -345,10 +350,10 @@ def _check_masks(t: Tensor, tokens: list, masks: list, op: str) -> None:
 # ----------------------------------------------------------------------------- public
 
 
-def getitem(t: Tensor, key) -> Tensor:
+def getitem(t: Tensor, key: Any) -> Tensor:
     """``t[key]``: positional (ints, slices, ``...``, ``None``, index tensors/arrays, masks) or by
     name (``t[{"batch": 0, "seq": slice(2, 5)}]``).  Ints and slices give views."""
-    raw, names, basic = plan(t, key, "getitem")
+    raw, _, names, basic = plan(t, key, "getitem")
     try:
         return apply(_GetItem if basic else _Take, (t,), names, key=raw)
     except IndexError as e:
@@ -361,7 +366,7 @@ def isel(t: Tensor, indexers: Optional[Dict[Hashable, Any]] = None, **by_name) -
     return getitem(t, key)
 
 
-def select(t: Tensor, dim, index: int) -> Tensor:
+def select(t: Tensor, dim: Dim, index: int) -> Tensor:
     """The slice at ``index`` along ``dim`` (a name or an int); ``dim`` is removed.  A view."""
     ax = _names.axis(t._names, dim, "select")
     if isinstance(index, Tensor):
@@ -382,10 +387,13 @@ def select(t: Tensor, dim, index: int) -> Tensor:
     return apply(_GetItem, (t,), names, key=key)
 
 
-def narrow(t: Tensor, dim, start: int, length: int) -> Tensor:
+def narrow(t: Tensor, dim: Dim, start: int, length: int) -> Tensor:
     """Elements ``start`` to ``start + length`` along ``dim``; names kept.  A view."""
     ax = _names.axis(t._names, dim, "narrow")
     size = t.shape[ax]
+    for v in (start, length):
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
+            raise TypeError(f"narrow: start and length must be ints, got {type(v).__name__} {v!r}.")
     start, length = operator.index(start), operator.index(length)
     if start < 0:
         start += size
@@ -398,7 +406,7 @@ def narrow(t: Tensor, dim, start: int, length: int) -> Tensor:
     return apply(_GetItem, (t,), t._names, key=key)
 
 
-def index_select(t: Tensor, dim, index) -> Tensor:
+def index_select(t: Tensor, dim: Dim, index: Any) -> Tensor:
     """The entries at the 1-D integer ``index`` along ``dim``.  A named index replaces the dim's name
     with its own; an unnamed one keeps it."""
     ax = _names.axis(t._names, dim, "index_select")
@@ -456,7 +464,7 @@ class _GatherBackward(Op):
         return (apply(_Gather, (gg,), node.in_names[0], ax=p["ax"], index=p["index"], crop=p["crop"]),)
 
 
-def gather(t: Tensor, dim, index) -> Tensor:
+def gather(t: Tensor, dim: Dim, index: Any) -> Tensor:
     """PyTorch's ``gather``: ``out[..., j, ...] = t[..., index[..., j, ...], ...]`` along ``dim``.
 
     ``index`` has ``t``'s number of dims and, outside ``dim``, sizes no larger than ``t``'s; the output
@@ -483,8 +491,10 @@ def gather(t: Tensor, dim, index) -> Tensor:
         raise _index_error("gather", t, e) from None
 
 
-def check_fits(shape, other_shape, what: str, op: str) -> None:
+def check_fits(shape: Sequence[int], other_shape: Sequence[int], what: str, op: str) -> None:
     """``other_shape`` must broadcast onto ``shape`` without changing it (in-place ops, masks)."""
+    if other_shape == shape:
+        return
     n, m = len(shape), len(other_shape)
     if m > n or any(o != 1 and o != s for o, s in zip(other_shape[::-1], shape[::-1])):
         raise ValueError(
@@ -504,7 +514,7 @@ def check_value_kind(dtype: _dtypes.DType, value_kind: str, op: str) -> None:
         )
 
 
-def as_number(v):
+def as_number(v: Any) -> Union[bool, int, float, None]:
     """``v`` as a Python number if it is one (or a NumPy scalar / 0-dim array), else ``None``."""
     if v.__class__ in SCALARS:
         return v
@@ -520,7 +530,8 @@ def as_number(v):
     return None
 
 
-def scalar_kind(v) -> str:
+def scalar_kind(v: Union[bool, int, float]) -> str:
+    """The dtype kind a Python number writes as: ``"b"``, ``"i"`` or ``"f"``."""
     return "b" if isinstance(v, bool) else "i" if isinstance(v, int) else "f"
 
 
@@ -540,12 +551,12 @@ class _MaskedFill(Op):
     @staticmethod
     def backward(node, g):
         (mask,) = node.saved_tensors()
-        gx = None if node.in_shapes[0] is None else with_names(where(mask, 0, g), node.in_names[0])
-        gv = None if node.in_shapes[2] is None else where(mask, g, 0).sum()
+        gx = with_names(where(mask, 0, g), node.in_names[0]) if node.edges[0] is not None else None
+        gv = where(mask, g, 0).sum() if node.edges[2] is not None else None
         return (gx, None, gv)
 
 
-def masked_args(t: Tensor, mask, value, op: str):
+def masked_args(t: Tensor, mask: Any, value: Any, op: str) -> tuple:
     """Checked ``(mask, value, names)`` for ``masked_fill`` and ``masked_fill_``."""
     if not isinstance(t, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(t).__name__}.")
@@ -576,7 +587,7 @@ def masked_args(t: Tensor, mask, value, op: str):
     return mask, value, names
 
 
-def masked_fill(t: Tensor, mask, value) -> Tensor:
+def masked_fill(t: Tensor, mask: Any, value: Any) -> Tensor:
     """``t`` with ``value`` (a number or 0-dim tensor) where ``mask`` is true.  The mask broadcasts onto
     ``t`` (it cannot add dims or grow sizes); names unify (rule 2)."""
     mask, value, names = masked_args(t, mask, value, "masked_fill")

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Mapping, Sequence, Tuple, Union
 
 from .. import _names
-from ..autograd.graph import Op, apply
+from ..autograd.graph import Op, apply, version_counter
 from ..tensor import Tensor
-from .shape import _track_view
+from .shape import _sizes
 
 __all__ = ["cat", "concat", "stack", "split", "chunk", "unbind", "pad"]
 
@@ -91,9 +91,15 @@ def _split_at(t: Tensor, ax: int, sizes: Sequence[int], names) -> tuple:
     for s in sizes:
         bounds.append((start, start + s))
         start += s
-    pieces = apply(_Split, (t,), tuple(names), axis=ax, bounds=tuple(bounds))
+    return _views_of(apply(_Split, (t,), tuple(names), axis=ax, bounds=tuple(bounds)), t)
+
+
+def _views_of(pieces: tuple, t: Tensor) -> tuple:
+    """Pieces cut from ``t`` by basic slicing, which gives views on every backend: they share its
+    version counter (an in-place edit of one is an edit of ``t``)."""
+    vc = version_counter(t)
     for p in pieces:
-        _track_view(p, t)
+        p._vc = vc
     return pieces
 
 
@@ -125,7 +131,7 @@ def split(t: Tensor, split_size_or_sections: Union[int, Sequence[int]], dim: Dim
     where = f"{_names._dim_label(t._names, ax)} of size {n} (names {_names.fmt(t._names)})"
     s = split_size_or_sections
     if isinstance(s, (tuple, list)):
-        sizes = tuple(int(v) for v in s)
+        sizes = _sizes((s,), "split")
         if any(v < 0 for v in sizes) or sum(sizes) != n:
             raise ValueError(f"split: the sections {sizes} must be non-negative and add up to the size of {where}.")
     else:
@@ -196,10 +202,7 @@ def unbind(t: Tensor, dim: Dim = 0) -> Tuple[Tensor, ...]:
     """The slices along ``dim`` (a name or an int), as views without that dim."""
     ax = _names.axis(t._names, dim, "unbind")
     names = _names.remove(t._names, ax)
-    pieces = apply(_Unbind, (t,), (names,) * t.shape[ax], axis=ax)
-    for p in pieces:
-        _track_view(p, t)
-    return pieces
+    return _views_of(apply(_Unbind, (t,), (names,) * t._data.shape[ax], axis=ax), t)
 
 
 # ----------------------------------------------------------------------------- pad
@@ -262,13 +265,19 @@ def _int(v, op: str) -> int:
     return int(v.__index__())
 
 
-def pad(t: Tensor, pad: Union[Mapping[Dim, Union[int, Tuple[int, int]]], Sequence[int]], value=0) -> Tensor:
+def pad(t: Tensor, pad: Union[Mapping[Dim, Union[int, Tuple[int, int]]], Sequence[int]],
+        value: Union[int, float] = 0) -> Tensor:
     """Pad with a constant: ``pad(t, {"seq": (0, 3), "feat": 1})`` adds 0 before and 3 after along
     ``"seq"`` and 1 on both sides of ``"feat"``.  Keys are names or ints.  PyTorch's flat form
     (``(left, right, top, bottom, ...)``, from the last dim backwards) also works.  A negative width
     crops.  Keeps the names."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"pad: value must be a number, got {type(value).__name__} {value!r}.")
+    if isinstance(value, float) and t.dtype.kind != "f":
+        raise TypeError(
+            f"pad: cannot pad a tensor of dtype {t.dtype!r} with the float value {value!r} (it would be "
+            "truncated); give an int value or convert the tensor first (e.g. .float())."
+        )
     widths = _pad_widths(t, pad, "pad")
     for (a, b), s, i in zip(widths, t.shape, range(t.ndim)):
         if s + min(a, 0) + min(b, 0) < 0:

@@ -25,12 +25,13 @@ engine casts each gradient back to its operand's dtype).
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 from .. import _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
 from ._common import operand, sum_to, with_names
+from .shape import _broadcast_plain, _unsqueeze_axes
 
 # ----------------------------------------------------------------------------- shared checks
 
@@ -123,7 +124,7 @@ def _to_operand(g: Tensor, matrix_shape, shape, names) -> Tensor:
     return with_names(g, names)
 
 
-def matmul(a, b) -> Tensor:
+def matmul(a: Any, b: Any) -> Tensor:
     """Matrix product with NumPy's rules (1-D operands, broadcast batch dims).
 
     Names: batch dims unify (rule 2); the contracted dims (``a``'s last, ``b``'s second-to-last,
@@ -192,7 +193,7 @@ class _EinsumBase(Op):
             gi = _einsum(tuple([g] + others), other_ids, kept, _names.validate(names, len(names)))
             if len(kept) != len(own):
                 missing = tuple(k for k, d in enumerate(own) if d not in present)
-                gi = gi._unsqueeze_axes(missing)._broadcast_plain(tuple(node.in_shapes[i]), in_names)
+                gi = _broadcast_plain(_unsqueeze_axes(gi, missing), tuple(node.in_shapes[i]), in_names)
             grads.append(gi)
         return tuple(grads)
 
@@ -203,15 +204,15 @@ def _einsum(tensors: Tuple[Tensor, ...], ids, out, names, op: str = "einsum") ->
     return apply(_einsum_op(len(tensors)), tensors, names, ids=ids, out=out)
 
 
-def _check_sizes(op: str, tensors: Sequence[Tensor], ids, labels) -> None:
+def _check_sizes(op: str, tensors: Sequence[Tensor], all_names, ids) -> None:
     """Dims with the same id must have the same size (no broadcasting in a contraction by name)."""
     sizes: dict = {}
-    for t, t_ids in zip(tensors, ids):
-        for d, s in zip(t_ids, t._data.shape):
+    for t, names, t_ids in zip(tensors, all_names, ids):
+        for name, d, s in zip(names, t_ids, t._data.shape):
             prev = sizes.setdefault(d, (s, t))
             if prev[0] != s:
                 raise ValueError(
-                    f"{op}: dim {labels[d]!r} has size {prev[0]} in the operand with names "
+                    f"{op}: dim {name!r} has size {prev[0]} in the operand with names "
                     f"{_names.fmt(prev[1]._names)} (shape {prev[1].shape}) but size {s} in the operand "
                     f"with names {_names.fmt(t._names)} (shape {t.shape}); a dim shared by name must "
                     "have one size."
@@ -219,22 +220,20 @@ def _check_sizes(op: str, tensors: Sequence[Tensor], ids, labels) -> None:
 
 
 @lru_cache(maxsize=4096)
-def _plan(all_names: Tuple[_names.Names, ...], over: Tuple[str, ...], out: Optional[Tuple[str, ...]], op: str):
-    """``contract``'s plan plus each id's name (for messages); refuses more dims than einsum has letters."""
-    ids, out_ids, out_names = _names.contract(all_names, over, out, op)
-    labels = {}
-    for names, t_ids in zip(all_names, ids):
-        labels.update(zip(t_ids, names))
-    if len(labels) > len(_LETTERS):
-        raise ValueError(
-            f"{op}: {len(labels)} distinct dims; at most {len(_LETTERS)} can take part in one contraction."
-        )
-    return ids, out_ids, out_names, labels
+def _plan(all_names: Tuple[_names.Names, ...], over: Optional[Tuple[str, ...]], out: Optional[Tuple[str, ...]],
+          op: str):
+    """``_names.contract``'s plan, refusing more distinct dims than einsum has letters."""
+    plan = _names.contract(all_names, over, out, op)
+    count = 1 + max((d for t_ids in plan[0] for d in t_ids), default=-1)  # ids number the dims from 0
+    if count > len(_LETTERS):
+        raise ValueError(f"{op}: {count} distinct dims; at most {len(_LETTERS)} can take part in one contraction.")
+    return plan
 
 
 def _contract(op: str, tensors: Tuple[Tensor, ...], all_names, over, out) -> Tensor:
-    ids, out_ids, out_names, labels = _plan(all_names, over, out, op)
-    _check_sizes(op, tensors, ids, labels)
+    """Contract ``tensors`` whose dims are named ``all_names``: sum ``over`` (``None``: all but ``out``)."""
+    ids, out_ids, out_names = _plan(all_names, over, out, op)
+    _check_sizes(op, tensors, all_names, ids)
     return _einsum(tensors, ids, out_ids, out_names, op)
 
 
@@ -282,11 +281,7 @@ def einsum(spec: str, *tensors) -> Tensor:
     like = next((t for t in tensors if isinstance(t, Tensor)), None)
     tensors = tuple(_as_operand(t, like, "einsum") for t in tensors)
     refined, out = _names.parse_einsum(spec, tuple(t._names for t in tensors), "einsum")
-    seen = []
-    for names in refined:
-        seen.extend(n for n in names if n not in seen)
-    over = tuple(n for n in seen if n not in out)
-    return _contract("einsum", tensors, refined, over, out)
+    return _contract("einsum", tensors, refined, None, out)
 
 
 def outer(a: Tensor, b: Tensor) -> Tensor:

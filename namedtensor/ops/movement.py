@@ -9,6 +9,7 @@ the tiles, mask again.
 
 from __future__ import annotations
 
+import operator
 from typing import Sequence, Union
 
 from .. import _names
@@ -141,38 +142,45 @@ def tile(t: Tensor, reps: Sequence[int]) -> Tensor:
 
 
 class _Tril(Op):
+    """Zero the entries above diagonal ``k`` of the last two dims; its adjoint is itself."""
+
     name = "tril"
 
     @staticmethod
-    def forward(B, x, k, upper):
-        return B.triu(x, k) if upper else B.tril(x, k)
+    def forward(B, x, k):
+        return B.tril(x, k)
 
     @staticmethod
     def backward(node, g):
-        p = node.params
-        return (apply(node.op, (g,), node.in_names[0], k=p["k"], upper=p["upper"]),)
+        return (apply(node.op, (g,), node.in_names[0], k=node.params["k"]),)
 
 
 class _Triu(_Tril):
+    """Zero the entries below diagonal ``k``."""
+
     name = "triu"
 
+    @staticmethod
+    def forward(B, x, k):
+        return B.triu(x, k)
 
-def _tri(t: Tensor, diagonal: int, upper: bool, op: str) -> Tensor:
+
+def _tri(t: Tensor, diagonal: int, op: type) -> Tensor:
     if t.ndim < 2:
-        raise ValueError(f"{op}: needs at least 2 dims (it acts on the last two), got {t.ndim} dims {t.shape}.")
-    if isinstance(diagonal, bool) or not isinstance(diagonal, int):
-        raise TypeError(f"{op}: diagonal must be an int, got {diagonal!r}.")
-    return apply(_Triu if upper else _Tril, (t,), t._names, k=diagonal, upper=upper)
+        raise ValueError(f"{op.name}: needs at least 2 dims (it acts on the last two), got {t.ndim} dims {t.shape}.")
+    if isinstance(diagonal, bool) or not hasattr(diagonal, "__index__"):
+        raise TypeError(f"{op.name}: diagonal must be an int, got {diagonal!r}.")
+    return apply(op, (t,), t._names, k=operator.index(diagonal))
 
 
 def tril(t: Tensor, diagonal: int = 0) -> Tensor:
     """Zero the entries above the ``diagonal``-th diagonal of the last two dims.  Keeps the names."""
-    return _tri(t, diagonal, False, "tril")
+    return _tri(t, diagonal, _Tril)
 
 
 def triu(t: Tensor, diagonal: int = 0) -> Tensor:
     """Zero the entries below the ``diagonal``-th diagonal of the last two dims.  Keeps the names."""
-    return _tri(t, diagonal, True, "triu")
+    return _tri(t, diagonal, _Triu)
 
 
 METHODS = {"flip": flip, "roll": roll, "repeat": repeat, "tile": tile, "tril": tril, "triu": triu}

@@ -118,10 +118,12 @@ def align_as(t: Tensor, other: Tensor) -> Tensor:
     return _align(t, source, out)
 
 
-def align(*tensors: Tensor):
+def align(*tensors: Tensor) -> Tuple[Tensor, ...]:
     """Align every tensor to the union of their names (in order of first appearance)."""
-    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
-        tensors = tuple(tensors[0])
+    tensors = _one_sequence(tensors)
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"align: expected Tensors, got {type(t).__name__}.")
     target = _names.align_union(tuple(t._names for t in tensors), "align")
     return tuple(align_to(t, *target) for t in tensors)
 
@@ -151,9 +153,7 @@ def _permute(t: Tensor, perm, names) -> Tensor:
 
 def permute(t: Tensor, *dims) -> Tensor:
     """Reorder dims, given by name or position (``...`` with names: the rest, in order)."""
-    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
-        dims = tuple(dims[0])
-    perm, names = _names.permute(t._names, dims, "permute")
+    perm, names = _names.permute(t._names, _one_sequence(dims), "permute")
     return _permute(t, perm, names)
 
 
@@ -170,7 +170,8 @@ def _mT(t: Tensor) -> Tensor:
 
 
 def _T(t: Tensor) -> Tensor:
-    return _permute(t, tuple(range(t.ndim))[::-1], t._names[::-1])
+    perm, names = _names.permute(t._names, tuple(range(t.ndim))[::-1], "T")
+    return _permute(t, perm, names)
 
 
 METHODS = {

@@ -12,14 +12,16 @@ element; ``amax``/``amin`` (and ``max``/``min`` of the whole tensor) split it ev
 as PyTorch does.  Products (``prod``, ``cumprod``) have gradients that are right when the input
 holds zeros: ``prod``'s is a product of exclusive cumulative products (no division), ``cumprod``'s
 divides by the input only when it holds no zero.
-Integer tensors are averaged, normalised and softmaxed in float32.
+Integer tensors are averaged, normalised and softmaxed in float64 (NumPy's rule, as for every op that
+needs floats); bool tensors sum, multiply and
+scan as int64 (``True`` is 1) and their max/min are bool, as in NumPy.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Optional
+from typing import Optional, Sequence, Union
 
 from .. import _dtypes, _names
 from ..autograd.graph import Op, apply
@@ -27,8 +29,11 @@ from ..tensor import Tensor
 from ._common import with_names
 from .elementwise import maximum, minimum, where
 from .indexing import gather
-from .shape import squeeze
+from .shape import _broadcast_plain, _unsqueeze_axes, squeeze
 from .sorting import ValuesIndices
+
+Dim = Union[str, int]
+Dims = Union[Dim, Sequence[Dim], None]  # None: every dim
 
 __all__ = [
     "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "std", "var", "logsumexp", "norm",
@@ -45,13 +50,13 @@ def _expand_back(g: Tensor, node) -> Tensor:
     axes, keepdim = node.params["axes"], node.params["keepdim"]
     in_shape, in_names = node.in_shapes[0], node.in_names[0]
     if not keepdim:
-        g = g._unsqueeze_axes(axes)
-    return g._broadcast_plain(in_shape, in_names)
+        g = _unsqueeze_axes(g, axes)
+    return _broadcast_plain(g, in_shape, in_names)
 
 
 def _kept(y: Tensor, node) -> Tensor:
     """A reduction's output with the reduced dims back as unnamed size-1 dims (to broadcast against the input)."""
-    return y if node.params["keepdim"] else y._unsqueeze_axes(node.params["axes"])
+    return y if node.params["keepdim"] else _unsqueeze_axes(y, node.params["axes"])
 
 
 def _count(shape, axes) -> int:
@@ -62,11 +67,12 @@ def _count(shape, axes) -> int:
 
 
 def _floating(t: Tensor) -> Tensor:
-    """``t`` itself when floating-point, else a float32 copy (integer tensors never carry a graph)."""
+    """``t`` itself when floating-point, else a float64 copy, as NumPy promotes (integer tensors never
+    carry a graph)."""
     if t.dtype.kind == "f":
         return t
     B = t._B
-    return Tensor._make(B.astype(t._data, B.native(_dtypes.float32)), t._names, B)
+    return Tensor._make(B.astype(t._data, B.native(_dtypes.float64)), t._names, B)
 
 
 def _nonempty(t: Tensor, axes, op: str) -> None:
@@ -100,7 +106,7 @@ class _Sum(Op):
         return (_expand_back(g, node),)
 
 
-def sum(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyTorch spelling
+def sum(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyTorch spelling
     """Sum over ``dim`` (a name, an int, a tuple of them, or ``None`` for all)."""
     axes, names = _plan(t, dim, keepdim, "sum")
     return apply(_Sum, (t,), names, axes=axes, keepdim=bool(keepdim))
@@ -118,8 +124,8 @@ class _Mean(Op):
         return (_expand_back(g, node) / _count(node.in_shapes[0], node.params["axes"]),)
 
 
-def mean(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """Mean over ``dim``; integer tensors are averaged in float32."""
+def mean(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
+    """Mean over ``dim``; integer tensors are averaged in float64."""
     axes, names = _plan(t, dim, keepdim, "mean")
     return apply(_Mean, (_floating(t),), names, axes=axes, keepdim=bool(keepdim))
 
@@ -156,7 +162,7 @@ def _cumsum(t: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
     return apply(_Cumsum, (t,), t._names, axis=axis, exclusive=exclusive, reverse=reverse)
 
 
-def cumsum(t: Tensor, dim) -> Tensor:
+def cumsum(t: Tensor, dim: Dim) -> Tensor:
     """Cumulative sum along ``dim`` (a name or an int); keeps the names."""
     return _cumsum(t, _names.axis(t._names, dim, "cumsum"), False, False)
 
@@ -201,9 +207,9 @@ def _cumprod_grad_with_zeros(x: Tensor, g: Tensor, axis: int, exclusive: bool, r
     else:
         inside = (i < j) if exclusive else (i <= j)
     inside = Tensor._make(B.reshape(inside, tuple(at)), _names.unnamed(len(at)), B)
-    wide = where(diagonal, 1, x._unsqueeze_axes((axis,)))
+    wide = where(diagonal, 1, _unsqueeze_axes(x, (axis,)))
     c = apply(_Cumprod, (wide,), wide._names, axis=axis + 1, exclusive=exclusive, reverse=reverse)
-    terms = where(inside, c * g._unsqueeze_axes((axis,)), 0)
+    terms = where(inside, c * _unsqueeze_axes(g, (axis,)), 0)
     return with_names(terms.sum(axis + 1), x._names)
 
 
@@ -211,7 +217,7 @@ def _cumprod(t: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
     return apply(_Cumprod, (t,), t._names, axis=axis, exclusive=exclusive, reverse=reverse)
 
 
-def cumprod(t: Tensor, dim) -> Tensor:
+def cumprod(t: Tensor, dim: Dim) -> Tensor:
     """Cumulative product along ``dim`` (a name or an int); keeps the names.  Its gradient is
     right when the input holds zeros (at O(n^2) memory along ``dim`` in that case)."""
     return _cumprod(t, _names.axis(t._names, dim, "cumprod"), False, False)
@@ -242,7 +248,7 @@ def _product_of_others(x: Tensor, axes) -> Tensor:
     if len(axes) == 1:
         (a,) = axes
         return _cumprod(x, a, True, False) * _cumprod(x, a, True, True)
-    # several dims: move them to the end and flatten them into one
+    # the exclusive products scan one axis: move the dims to the end and flatten them into one
     kept = [a for a in range(x.ndim) if a not in axes]
     perm = kept + list(axes)
     moved = x.permute(*perm)
@@ -257,7 +263,7 @@ def _product_of_others(x: Tensor, axes) -> Tensor:
     return others.permute(*inverse)
 
 
-def prod(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+def prod(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Product over ``dim`` (a name, an int, a tuple of them, or ``None`` for all).
 
     The gradient is right with zeros in the input (it never divides by it)."""
@@ -280,16 +286,20 @@ class _Amax(Op):
     @staticmethod
     def backward(node, g):
         x, y = node.saved_tensors()
-        B = node.B
-        return (_expand_back(g, node) * _tie_weights(B, x._data, _kept(y, node)._data, node.params["axes"], x._names),)
+        return (_expand_back(g, node) * _tie_weights(node, x._data, y._data, x._names),)
 
 
 class _Amin(_Amax):
     name = "amin"
 
 
-def _tie_weights(B, x, extreme, axes, names) -> Tensor:
-    """A constant: 1/count where array ``x`` equals its slice's ``extreme`` (count = how many do), else 0."""
+def _tie_weights(node, x, extreme, names) -> Tensor:
+    """A constant: 1/count where array ``x`` equals its slice's ``extreme`` (the node's output, as an
+    array; count = how many do), else 0.  Built on raw arrays: no graph for a constant."""
+    B = node.B
+    axes = node.params["axes"]
+    if not node.params["keepdim"]:
+        extreme = B.expand_dims(extreme, axis=axes)
     hit = B.astype(x == extreme, x.dtype)
     return Tensor._make(hit / B.sum(hit, axis=axes, keepdims=True), names, B)
 
@@ -300,13 +310,13 @@ def _extreme(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
     return apply(_Amax if largest else _Amin, (t,), names, axes=axes, keepdim=bool(keepdim), largest=largest)
 
 
-def amax(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+def amax(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Largest value over ``dim`` (a name, an int, a tuple, or ``None`` for all); the gradient
     is split evenly among ties."""
     return _extreme(t, dim, keepdim, True, "amax")
 
 
-def amin(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+def amin(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Smallest value over ``dim``; the gradient is split evenly among ties."""
     return _extreme(t, dim, keepdim, False, "amin")
 
@@ -314,15 +324,15 @@ def amin(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 def _extreme_along(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> ValuesIndices:
     ax = _one_axis(t, dim, op)
     _nonempty(t, (ax,), op)
-    B = t._B
-    at = Tensor._make((B.argmax if largest else B.argmin)(t._data, axis=ax, keepdims=True), t._names, B)
+    at = apply(_Argmax, (t,), t._names, axis=ax, keepdim=True, largest=largest)
     values = gather(t, ax, at)  # its gradient goes to the selected entry only
     if keepdim:
         return ValuesIndices(values, at)
     return ValuesIndices(squeeze(values, ax), squeeze(at, ax))
 
 
-def max(t: Tensor, dim=None, keepdim: bool = False):  # noqa: A001 - PyTorch spelling
+def max(t: Tensor, dim: Union[Dim, Tensor, None] = None,  # noqa: A001 - PyTorch spelling
+        keepdim: bool = False) -> Union[Tensor, ValuesIndices]:
     """``t.max()``: the largest value (a 0-dim tensor; ties share the gradient).
     ``t.max(dim)``: ``(values, indices)`` along one dim (the gradient goes to the selected entry).
     ``t.max(other)``: elementwise :func:`maximum`."""
@@ -333,7 +343,8 @@ def max(t: Tensor, dim=None, keepdim: bool = False):  # noqa: A001 - PyTorch spe
     return _extreme_along(t, dim, keepdim, True, "max")
 
 
-def min(t: Tensor, dim=None, keepdim: bool = False):  # noqa: A001 - PyTorch spelling
+def min(t: Tensor, dim: Union[Dim, Tensor, None] = None,  # noqa: A001 - PyTorch spelling
+        keepdim: bool = False) -> Union[Tensor, ValuesIndices]:
     """Like :func:`max`, for the smallest value (``t.min(other)`` is :func:`minimum`)."""
     if isinstance(dim, Tensor):
         return minimum(t, dim)
@@ -365,13 +376,13 @@ def _arg_extreme(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Tenso
     return apply(_Argmax, (t,), names, axis=ax, keepdim=bool(keepdim), largest=largest)
 
 
-def argmax(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+def argmax(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Index (int64) of the largest value along ``dim``; ``dim=None`` gives the index into the
     flattened tensor.  The first one wins among ties.  No gradient."""
     return _arg_extreme(t, dim, keepdim, True, "argmax")
 
 
-def argmin(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+def argmin(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Index (int64) of the smallest value along ``dim`` (``None``: into the flattened tensor)."""
     return _arg_extreme(t, dim, keepdim, False, "argmin")
 
@@ -404,15 +415,17 @@ def _correction(unbiased: Optional[bool], correction, op: str):
     return 1 if correction is None else correction
 
 
-def var(t: Tensor, dim=None, unbiased: Optional[bool] = None, keepdim: bool = False, *, correction=None) -> Tensor:
+def var(t: Tensor, dim: Dims = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
+        correction: Optional[float] = None) -> Tensor:
     """Variance over ``dim``, dividing by ``N - correction`` (default 1, Bessel's correction;
-    ``unbiased=False`` means ``correction=0``).  Integer tensors are computed in float32."""
+    ``unbiased=False`` means ``correction=0``).  Integer tensors are computed in float64."""
     c = _correction(unbiased, correction, "var")
     axes, names = _plan(t, dim, keepdim, "var")
     return apply(_Var, (_floating(t),), names, axes=axes, keepdim=bool(keepdim), correction=c)
 
 
-def std(t: Tensor, dim=None, unbiased: Optional[bool] = None, keepdim: bool = False, *, correction=None) -> Tensor:
+def std(t: Tensor, dim: Dims = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
+        correction: Optional[float] = None) -> Tensor:
     """Standard deviation over ``dim``: ``var(...).sqrt()`` with the same arguments."""
     c = _correction(unbiased, correction, "std")
     return var(t, dim, keepdim=keepdim, correction=c).sqrt()
@@ -440,7 +453,7 @@ class _LogSumExp(Op):
         return (_expand_back(g, node) * (x - _kept(y, node)).exp(),)
 
 
-def logsumexp(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+def logsumexp(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(t)))`` over ``dim``, computed without overflow (``None``: all dims)."""
     axes, names = _plan(t, dim, keepdim, "logsumexp")
     _nonempty(t, axes, "logsumexp")
@@ -472,23 +485,22 @@ class _Norm(Op):
         x, y = node.saved_tensors()
         p = node.params["p"]
         g = _expand_back(g, node)
-        y = _kept(y, node)
         if p == 0:
             return (g * 0,)
         if p == 1:
             return (g * x.sign(),)
+        if p in (math.inf, -math.inf):
+            return (g * x.sign() * _tie_weights(node, node.B.abs(x._data), y._data, x._names),)
+        y = _kept(y, node)
         if p == 2:
             # where the norm is 0 the whole slice is 0, so the subgradient 0 comes out by itself
             return (g * x / where(y > 0, y, 1),)
-        if p in (math.inf, -math.inf):
-            B = node.B
-            return (g * x.sign() * _tie_weights(B, B.abs(x._data), y._data, node.params["axes"], x._names),)
         nonzero = x != 0
         power = where(nonzero, where(nonzero, x.abs(), 1) ** (p - 1), 0)
         return (g * x.sign() * power / where(y > 0, y, 1) ** (p - 1),)
 
 
-def norm(t: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
+def norm(t: Tensor, p: Union[float, str] = 2, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Vector ``p``-norm over ``dim`` (``None``: all dims): ``p`` is 2 (default, also ``"fro"``), 1,
     ``inf`` (largest ``|x|``), ``-inf`` (smallest), 0 (count of non-zeros) or any other number.
     The gradient of the 2-norm at 0 is 0."""
@@ -515,13 +527,13 @@ class _Any(Op):
         return (B.all if every else B.any)(x, axis=axes, keepdims=keepdim)
 
 
-def any(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyTorch spelling
+def any(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyTorch spelling
     """Whether any entry over ``dim`` is non-zero (bool; no gradient)."""
     axes, names = _plan(t, dim, keepdim, "any")
     return apply(_Any, (t,), names, axes=axes, keepdim=bool(keepdim), every=False)
 
 
-def all(t: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyTorch spelling
+def all(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyTorch spelling
     """Whether every entry over ``dim`` is non-zero (bool; no gradient)."""
     axes, names = _plan(t, dim, keepdim, "all")
     return apply(_Any, (t,), names, axes=axes, keepdim=bool(keepdim), every=True)
@@ -560,14 +572,14 @@ class _LogSoftmax(Op):
         return (g - y.exp() * g.sum(node.params["axis"], keepdim=True),)
 
 
-def softmax(t: Tensor, dim) -> Tensor:
+def softmax(t: Tensor, dim: Dim) -> Tensor:
     """``exp(t) / sum(exp(t))`` along ``dim`` (a name or an int), without overflow; keeps the names."""
     ax = _names.axis(t._names, dim, "softmax")
     _nonempty(t, (ax,), "softmax")
     return apply(_Softmax, (_floating(t),), t._names, axis=ax)
 
 
-def log_softmax(t: Tensor, dim) -> Tensor:
+def log_softmax(t: Tensor, dim: Dim) -> Tensor:
     """``log(softmax(t, dim))`` computed directly (accurate for very negative logits); keeps the names."""
     ax = _names.axis(t._names, dim, "log_softmax")
     _nonempty(t, (ax,), "log_softmax")

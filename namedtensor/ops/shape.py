@@ -17,7 +17,7 @@ Everything forwards through one ``_Reshape`` op (a view where the backend can) a
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 from .. import _names
 from ..autograd.graph import Op, apply, version_counter
@@ -81,26 +81,32 @@ def reshape(t: Tensor, *shape, names: Optional[Sequence] = None) -> Tensor:
     """Reshape (one size may be -1).  A named tensor needs ``names=`` for the result (names cannot be
     inferred through an arbitrary reshape); flatten/unflatten keep names without asking."""
     shape = _sizes(shape, "reshape")
-    if names is None:
-        if t.is_named:
-            raise _names.NamesError(
-                f"reshape: the input has names {_names.fmt(t._names)}; a reshape cannot infer names, so give "
-                "names= for the result (or use flatten/unflatten, which keep names)."
-            )
+    out_names = _names.reshape(t._names, names, len(shape), "reshape")
+    total = t.numel()
+    resolved = _infer_size(shape, total, "reshape")
+    if resolved is None:
+        raise ValueError(f"reshape: cannot reshape {t.shape} ({total} elements) to {shape}.")
+    return _reshape(t, resolved, out_names)
+
+
+def _infer_size(sizes: tuple, total: int, op: str) -> Optional[tuple]:
+    """``sizes`` with its -1 (at most one) inferred so that they multiply up to ``total``, or ``None``
+    when they cannot (the caller says what was being reshaped)."""
+    if sizes.count(-1) > 1:
+        raise ValueError(f"{op}: only one size may be -1, got {sizes}.")
+    if any(s < -1 for s in sizes):
+        raise ValueError(f"{op}: sizes must be non-negative (or -1 once, inferred), got {sizes}.")
     known = 1
-    for s in shape:
+    for s in sizes:
         if s != -1:
             known *= s
-    if shape.count(-1) > 1:
-        raise ValueError(f"reshape: only one size may be -1, got {shape}.")
-    total = t.numel()
-    if -1 in shape:
-        if known == 0 or total % known:
-            raise ValueError(f"reshape: cannot reshape {t.shape} ({total} elements) to {shape}.")
-        shape = tuple(total // known if s == -1 else s for s in shape)
-    elif known != total:
-        raise ValueError(f"reshape: cannot reshape {t.shape} ({total} elements) to {shape}.")
-    return _reshape(t, shape, _names.validate(names, len(shape), "reshape"))
+    if -1 not in sizes:
+        return sizes if known == total else None
+    if known == 0:
+        raise ValueError(f"{op}: the size -1 is ambiguous in {sizes}, which has a 0 size.")
+    if total % known:
+        return None
+    return tuple(total // known if s == -1 else s for s in sizes)
 
 
 view = reshape
@@ -133,8 +139,9 @@ def flatten(t: Tensor, start_dim: Union[Dim, Sequence[Dim]] = 0, end_dim: Union[
                 f"flatten(dims, out_name): the argument after dims is the new dim's name, got {end_dim!r}."
             )
     elif t.ndim == 0:
-        _names.axis((None,), start_dim, "flatten")
-        _names.axis((None,), end_dim, "flatten")
+        # as in PyTorch, a 0-dim tensor has one dim to flatten, addressed as 0 or -1
+        _names.axis_or_new((), start_dim, "flatten")
+        _names.axis_or_new((), end_dim, "flatten")
         return _reshape(t, (1,), _names.validate((out_name,), 1, "flatten"))
     else:
         start = _names.axis(t._names, start_dim, "flatten")
@@ -183,7 +190,7 @@ def _unflatten_spec(sizes, names, op: str):
     return ints, names, True
 
 
-def unflatten(t: Tensor, dim: Dim, sizes, names: Optional[Sequence] = None) -> Tensor:
+def unflatten(t: Tensor, dim: Dim, sizes: Any, names: Optional[Sequence] = None) -> Tensor:
     """Split ``dim`` into several dims: ``t.unflatten("feat", (("head", 4), ("d", -1)))``.
 
     ``sizes`` is a tuple of ``(name, size)`` pairs, a dict ``{name: size}``, or a tuple of ints with
@@ -193,32 +200,20 @@ def unflatten(t: Tensor, dim: Dim, sizes, names: Optional[Sequence] = None) -> T
     ax = _names.axis(t._names, dim, "unflatten")
     ints, new_names, named = _unflatten_spec(sizes, names, "unflatten")
     out_names = _names.unflatten(t._names, ax, new_names, "unflatten", named)
-    size = t.shape[ax]
-    if ints.count(-1) > 1:
-        raise ValueError(f"unflatten: only one size may be -1, got {ints}.")
-    if any(s < -1 for s in ints):
-        raise ValueError(f"unflatten: sizes must be non-negative (or -1 once), got {ints}.")
-    known = 1
-    for s in ints:
-        if s != -1:
-            known *= s
-    where = f"{_names._dim_label(t._names, ax)} of size {size} in a tensor with names {_names.fmt(t._names)}"
-    if -1 in ints:
-        if known == 0:
-            raise ValueError(f"unflatten: the size -1 is ambiguous in {ints}, which has a 0 size ({where}).")
-        if size % known:
-            raise ValueError(f"unflatten: sizes {ints} don't multiply up to the size of {where}.")
-        ints = tuple(size // known if s == -1 else s for s in ints)
-    elif known != size:
-        raise ValueError(f"unflatten: sizes {ints} don't multiply up to the size of {where}.")
     shape = t.shape
-    return _reshape(t, shape[:ax] + ints + shape[ax + 1 :], out_names)
+    resolved = _infer_size(ints, shape[ax], "unflatten")
+    if resolved is None:
+        raise ValueError(
+            f"unflatten: sizes {ints} don't multiply up to the size of {_names._dim_label(t._names, ax)} of size "
+            f"{shape[ax]} in a tensor with names {_names.fmt(t._names)}."
+        )
+    return _reshape(t, shape[:ax] + resolved + shape[ax + 1 :], out_names)
 
 
 # ----------------------------------------------------------------------------- squeeze / unsqueeze
 
 
-def squeeze(t: Tensor, dim=None) -> Tensor:
+def squeeze(t: Tensor, dim: Union[Dim, Sequence[Dim], None] = None) -> Tensor:
     """Remove size-1 dims: ``dim`` (a name, an int or a tuple of them), or every size-1 dim when ``None``.
 
     Naming a dim whose size is not 1 is an error (PyTorch would silently keep it).  A view.
@@ -251,14 +246,12 @@ def unsqueeze(t: Tensor, dim: int, name: Optional[str] = None) -> Tensor:
     return _reshape(t, shape[:ax] + (1,) + shape[ax:], names)
 
 
-def _unsqueeze_axes(t: Tensor, axes) -> Tensor:
+def _unsqueeze_axes(t: Tensor, axes: tuple) -> Tensor:
     """Insert unnamed size-1 dims so that they sit at ``axes`` of the result (a reduction's undo)."""
     shape = list(t._data.shape)
-    names = list(t._names)
     for a in sorted(axes):
         shape.insert(a, 1)
-        names.insert(a, None)
-    return _reshape(t, shape, _names.validate(names, len(names)))
+    return _reshape(t, shape, _names.unreduce(t._names, tuple(axes)))
 
 
 # ----------------------------------------------------------------------------- expand / broadcast_to
@@ -330,5 +323,4 @@ def expand_as(t: Tensor, other: Tensor) -> Tensor:
 METHODS = {
     "reshape": reshape, "view": view, "flatten": flatten, "unflatten": unflatten, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "expand": expand, "expand_as": expand_as, "broadcast_to": broadcast_to,
-    "_unsqueeze_axes": _unsqueeze_axes, "_broadcast_plain": _broadcast_plain,
 }

@@ -10,11 +10,15 @@ indices, so their gradient scatters back to the source positions (at any order).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import operator
+from typing import NamedTuple, Optional, Union
 
 from .. import _names
+from ..autograd.graph import Op, apply
 from ..tensor import Tensor
 from .indexing import gather
+
+Dim = Union[str, int]
 
 __all__ = ["ValuesIndices", "argsort", "sort", "topk"]
 
@@ -26,45 +30,56 @@ class ValuesIndices(NamedTuple):
     indices: Tensor
 
 
-def _sort_order(t: Tensor, ax: int, descending: bool, stable: bool) -> Tensor:
-    B = t._B
-    return Tensor._make(B.sort_indices(t._data, ax, bool(descending), bool(stable)), t._names, B)
+class _Argsort(Op):
+    """The int64 order along ``axis``, cut to its first ``k`` entries unless ``k`` is None."""
+
+    name = "argsort"
+    differentiable = False
+
+    @staticmethod
+    def forward(B, x, axis, descending, stable, k):
+        order = B.sort_indices(x, axis, descending, stable)
+        if k is None:
+            return order
+        return order[(slice(None),) * axis + (slice(0, k), ...)]
 
 
-def sort(t: Tensor, dim=-1, descending: bool = False, stable: bool = False) -> ValuesIndices:
+def _order(t: Tensor, ax: int, descending: bool, stable: bool, k: Optional[int] = None) -> Tensor:
+    return apply(_Argsort, (t,), t._names, axis=ax, descending=bool(descending), stable=bool(stable), k=k)
+
+
+def sort(t: Tensor, dim: Dim = -1, descending: bool = False, stable: bool = False) -> ValuesIndices:
     """Sort along ``dim`` (a name or an int); returns ``(values, indices)``, both with ``t``'s names.
 
     With ``stable=True`` equal values keep their order; NaN sorts as the largest value.
     """
     ax = _names.axis(t._names, dim, "sort")
-    idx = _sort_order(t, ax, descending, stable)
+    idx = _order(t, ax, descending, stable)
     return ValuesIndices(gather(t, ax, idx), idx)
 
 
-def argsort(t: Tensor, dim=-1, descending: bool = False, stable: bool = False) -> Tensor:
+def argsort(t: Tensor, dim: Dim = -1, descending: bool = False, stable: bool = False) -> Tensor:
     """The int64 indices that sort ``t`` along ``dim``; keeps ``t``'s names (no gradient)."""
-    ax = _names.axis(t._names, dim, "argsort")
-    return _sort_order(t, ax, descending, stable)
+    return _order(t, _names.axis(t._names, dim, "argsort"), descending, stable)
 
 
-def topk(t: Tensor, k: int, dim=-1, largest: bool = True, sorted: bool = True) -> ValuesIndices:  # noqa: A002
+def topk(t: Tensor, k: int, dim: Dim = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:  # noqa: A002
     """The ``k`` largest (or smallest) entries along ``dim``: ``(values, indices)``, keeping ``t``'s names.
 
     Results always come sorted (``sorted=False`` is accepted for PyTorch compatibility); among
     equal values the first ones win.
     """
     ax = _names.axis(t._names, dim, "topk")
-    if isinstance(k, bool) or not isinstance(k, int):
+    if isinstance(k, bool) or not hasattr(k, "__index__"):
         raise TypeError(f"topk: k must be an int, got {type(k).__name__} {k!r}.")
+    k = operator.index(k)
     n = t._data.shape[ax]
     if not 0 <= k <= n:
         raise ValueError(
             f"topk: k={k} is out of range for dim {ax} of size {n} (names {_names.fmt(t._names)}); "
             f"k must be in [0, {n}]."
         )
-    order = _sort_order(t, ax, largest, True)
-    B = t._B
-    idx = Tensor._make(order._data[(slice(None),) * ax + (slice(0, k), ...)], t._names, B)
+    idx = _order(t, ax, largest, True, k)
     return ValuesIndices(gather(t, ax, idx), idx)
 
 

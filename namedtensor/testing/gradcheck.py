@@ -10,7 +10,7 @@ It also checks that every gradient has exactly its input's names.
 from __future__ import annotations
 
 import random
-from typing import Callable, Sequence
+from typing import Callable
 
 from .. import _names
 from ..autograd.engine import grad as _grad
@@ -44,7 +44,11 @@ def _weights(outs, seed: int):
 
 
 def _scalar(fn, inputs, weights):
-    outs = _outputs(fn(*inputs))
+    return _weighted_sum(_outputs(fn(*inputs)), weights)
+
+
+def _weighted_sum(outs, weights):
+    """The scalar whose gradient is checked: each output times its fixed weights, summed."""
     total = None
     for o, w in zip(outs, weights):
         term = (o * w.detach()).sum()
@@ -71,9 +75,9 @@ def gradcheck(fn: Callable, *inputs: Tensor, eps: float = 1e-6, atol: float = 1e
     # as the central differences perturb one position at a time
     inputs = tuple(x.detach().requires_grad_() if i in check else x for i, x in enumerate(inputs))
     with enable_grad():
-        probe = _outputs(fn(*inputs))
-        weights = _weights(probe, seed)
-        total = _scalar(fn, inputs, weights)
+        outs = _outputs(fn(*inputs))
+        weights = _weights(outs, seed)
+        total = _weighted_sum(outs, weights)
         if total is None or not total.requires_grad:  # outputs constant in the inputs: gradients are 0
             analytic = [None] * len(check)
         else:
@@ -122,8 +126,8 @@ def _describe(i: int, x: Tensor, got, numeric, bad) -> str:
         idx = [int(k) for k in range(per_index.shape[0]) if per_index[k]]
         label = repr(name) if name is not None else f"dim {ax}"
         lines.append(f"  along {label}: at indices {idx}")
-    first = tuple(int(v[0]) for v in bad.nonzero())
-    lines.append(f"  first bad element {first}: autograd {got[first]!r} vs numeric {numeric[first]!r}")
+    first = tuple(int(v[0]) for v in bad.nonzero()) if bad.ndim else ()  # NumPy refuses nonzero() of 0-dim
+    lines.append(f"  first bad element {first}: autograd {float(got[first])!r} vs numeric {float(numeric[first])!r}")
     return "\n".join(lines)
 
 
@@ -137,7 +141,7 @@ def gradgradcheck(fn: Callable, *inputs: Tensor, eps: float = 1e-6, atol: float 
         xs = [x.detach().requires_grad_() if i in check and not x.requires_grad else x for i, x in enumerate(xs)]
         with enable_grad():
             outs = _outputs(fn(*xs))
-            total = _scalar(fn, xs, _weights(outs, seed))
+            total = _weighted_sum(outs, _weights(outs, seed))
             grads = _grad(total, [xs[i] for i in check], create_graph=True, allow_unused=True)
         return tuple(g for g in grads if g is not None)
 

@@ -5,7 +5,7 @@ Requires the ``hypothesis`` package (the ``test`` extra).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import hypothesis.strategies as st
 
@@ -13,17 +13,23 @@ NAME_POOL = ("batch", "seq", "key", "head", "embed", "feat", "chan", "x", "y", "
 
 
 @st.composite
-def names(draw, ndim: int, named_fraction: Optional[float] = None, pool=NAME_POOL):
-    """A valid names tuple for ``ndim`` dims: distinct names from ``pool`` mixed with ``None``."""
+def names(draw, ndim: int, named_fraction: Optional[float] = None, pool=NAME_POOL) -> Tuple[Optional[str], ...]:
+    """A valid names tuple for ``ndim`` dims: distinct names from ``pool`` mixed with ``None``.
+
+    ``named_fraction`` is the chance that a dim is named (1.0: every dim, 0.0: none);
+    by default each dim is named or not as Hypothesis chooses.
+    """
+    if ndim > len(pool):
+        raise ValueError(f"names: {ndim} dims need at least {ndim} distinct names, the pool has {len(pool)}.")
     chosen = draw(st.permutations(pool))[:ndim]
-    out = []
-    for n in chosen:
-        out.append(n if draw(st.booleans()) or named_fraction == 1.0 else None)
-    return tuple(out)
+    if named_fraction is None:
+        return tuple(n if draw(st.booleans()) else None for n in chosen)
+    percent = round(named_fraction * 100)
+    return tuple(n if draw(st.integers(0, 99)) < percent else None for n in chosen)
 
 
 @st.composite
-def named_shapes(draw, min_dims: int = 0, max_dims: int = 4, min_side: int = 1, max_side: int = 4):
+def named_shapes(draw, min_dims: int = 0, max_dims: int = 4, min_side: int = 1, max_side: int = 4) -> tuple:
     """``(shape, names)`` with random sizes and a random mix of names and ``None``."""
     ndim = draw(st.integers(min_dims, max_dims))
     shape = tuple(draw(st.integers(min_side, max_side)) for _ in range(ndim))
@@ -31,7 +37,7 @@ def named_shapes(draw, min_dims: int = 0, max_dims: int = 4, min_side: int = 1, 
 
 
 @st.composite
-def arrays(draw, shape, dtype: str = "float64", low: float = -3.0, high: float = 3.0):
+def arrays(draw, shape, dtype: str = "float64", low: float = -3.0, high: float = 3.0) -> "numpy.ndarray":
     """A NumPy array of ``shape`` (values drawn from a seed, so shrinking stays cheap)."""
     import numpy as np
 
@@ -45,7 +51,7 @@ def arrays(draw, shape, dtype: str = "float64", low: float = -3.0, high: float =
 
 
 @st.composite
-def tensors(draw, min_dims: int = 0, max_dims: int = 4, dtype: str = "float64", requires_grad: bool = False):
+def tensors(draw, min_dims: int = 0, max_dims: int = 4, dtype: str = "float64", requires_grad: bool = False) -> tuple:
     """A named tensor with random shape, names and values, with its NumPy array: ``(t, a)``."""
     from ..ops.creation import tensor
 
@@ -55,7 +61,7 @@ def tensors(draw, min_dims: int = 0, max_dims: int = 4, dtype: str = "float64", 
 
 
 @st.composite
-def broadcastable_names(draw, max_dims: int = 4):
+def broadcastable_names(draw, max_dims: int = 4) -> tuple:
     """Two ``(shape, names)`` pairs that broadcast and whose names unify (rule 2).
 
     Both take their names from one distinct-names tuple at the same positions from the
