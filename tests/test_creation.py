@@ -198,7 +198,7 @@ def test_factories_with_names_and_dict_shapes(name):
         f(2, -1)
     with pytest.raises(ValueError, match=f"{name}: sizes must be >= 0, got -1"):
         f({"a": -1})
-    with pytest.raises(TypeError, match=f"{name}: sizes must be ints, got 2.5"):
+    with pytest.raises(TypeError, match=f"{name}: sizes must be ints, got float 2.5"):
         f({"a": 2.5})
     with pytest.raises(TypeError, match=f"{name}: sizes must be ints"):
         f(2.0, 3)

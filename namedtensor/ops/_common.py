@@ -56,3 +56,26 @@ def sum_to(g: Tensor, shape, names) -> Tensor:
     if lead:
         g = g.sum(tuple(range(lead)))
     return with_names(g, names)
+
+
+def inverse_permutation(perm) -> tuple:
+    """The permutation that undoes ``perm`` (for gradients of reorderings)."""
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    return tuple(inverse)
+
+
+def int_sizes(args, op: str, nonnegative: bool = False) -> tuple:
+    """``f(2, 3)`` and ``f((2, 3))`` alike, as a tuple of ints (NumPy ints accepted, bools refused)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    out = []
+    for s in args:
+        if isinstance(s, bool) or not hasattr(s, "__index__"):
+            raise TypeError(f"{op}: sizes must be ints, got {type(s).__name__} {s!r}.")
+        s = int(s.__index__())
+        if nonnegative and s < 0:
+            raise ValueError(f"{op}: sizes must be >= 0, got {s}.")
+        out.append(s)
+    return tuple(out)

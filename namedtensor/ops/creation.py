@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 
 from .. import _dtypes, _names, backends
 from ..tensor import Tensor
+from ._common import int_sizes
 
 
 def _backend(device):
@@ -107,17 +108,7 @@ def _shape_and_names(shape, names, op: str):
             raise ValueError(f"{op}: give names either as the keys of the shape dict or as names=, not both.")
         d = shape[0]
         shape, names = tuple(d.values()), tuple(d.keys())  # sizes checked below like positional ones
-    elif len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    out = []
-    for s in shape:
-        if isinstance(s, bool) or not hasattr(s, "__index__"):
-            raise TypeError(f"{op}: sizes must be ints, got {s!r}.")
-        s = int(s.__index__())
-        if s < 0:
-            raise ValueError(f"{op}: sizes must be >= 0, got {s}.")
-        out.append(s)
-    return tuple(out), names
+    return int_sizes(shape, op, nonnegative=True), names
 
 
 def _factory(name: str, make):

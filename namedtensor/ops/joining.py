@@ -20,7 +20,7 @@ from typing import Mapping, Sequence, Tuple, Union
 from .. import _names
 from ..autograd.graph import Op, apply, version_counter
 from ..tensor import Tensor
-from .shape import _sizes
+from ._common import int_sizes
 
 __all__ = ["cat", "concat", "stack", "split", "chunk", "unbind", "pad"]
 
@@ -131,7 +131,7 @@ def split(t: Tensor, split_size_or_sections: Union[int, Sequence[int]], dim: Dim
     where = f"{_names._dim_label(t._names, ax)} of size {n} (names {_names.fmt(t._names)})"
     s = split_size_or_sections
     if isinstance(s, (tuple, list)):
-        sizes = _sizes((s,), "split")
+        sizes = int_sizes((s,), "split")
         if any(v < 0 for v in sizes) or sum(sizes) != n:
             raise ValueError(f"split: the sections {sizes} must be non-negative and add up to the size of {where}.")
     else:

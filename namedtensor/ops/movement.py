@@ -16,7 +16,8 @@ from .. import _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
 from ._common import with_names
-from .shape import _reshape, _sizes, _track_view
+from ._common import int_sizes
+from .shape import _reshape, _track_view
 
 __all__ = ["flip", "roll", "tile", "tril", "triu"]
 
@@ -76,9 +77,9 @@ def roll(t: Tensor, shifts: Union[int, Sequence[int]], dims: Union[Dim, Sequence
             if len(shifts) != 1:
                 raise ValueError(f"roll: without dims, shifts must be one int, got {tuple(shifts)!r}.")
             shifts = shifts[0]
-        return apply(_Roll, (t,), t._names, shifts=_sizes((shifts,), "roll")[0], axes=None)
+        return apply(_Roll, (t,), t._names, shifts=int_sizes((shifts,), "roll")[0], axes=None)
     axes = _names.axes(t._names, _names.hashable_dims(dims), "roll")
-    shift_tuple = _sizes((shifts,) if isinstance(shifts, (tuple, list)) else (shifts,), "roll")
+    shift_tuple = int_sizes((shifts,) if isinstance(shifts, (tuple, list)) else (shifts,), "roll")
     if len(shift_tuple) != len(axes):
         raise ValueError(
             f"roll: got {len(shift_tuple)} shifts {shift_tuple} for {len(axes)} dims {dims!r}; give one shift per dim."
@@ -122,7 +123,7 @@ def _tile(t: Tensor, reps: tuple, op: str) -> Tensor:
 def repeat(t: Tensor, *sizes: int) -> Tensor:
     """PyTorch's ``repeat``: tile the tensor ``sizes[i]`` times along dim ``i``.  ``sizes`` needs at least
     one entry per dim; extra entries add leading unnamed dims.  Keeps the names."""
-    reps = _sizes(sizes, "repeat")
+    reps = int_sizes(sizes, "repeat")
     if len(reps) < t.ndim:
         raise ValueError(
             f"repeat: got {len(reps)} repetitions {reps} for a tensor with {t.ndim} dims {_names.fmt(t._names)}; "
@@ -134,7 +135,7 @@ def repeat(t: Tensor, *sizes: int) -> Tensor:
 def tile(t: Tensor, reps: Sequence[int]) -> Tensor:
     """NumPy's (and PyTorch's) ``tile``: like :func:`repeat`, but fewer ``reps`` than dims are padded
     with 1s in front.  Keeps the names; extra reps add leading unnamed dims."""
-    reps = _sizes((reps,) if isinstance(reps, (tuple, list)) else (reps,), "tile")
+    reps = int_sizes((reps,) if isinstance(reps, (tuple, list)) else (reps,), "tile")
     return _tile(t, (1,) * (t.ndim - len(reps)) + reps, "tile")
 
 

@@ -14,7 +14,7 @@ from typing import Tuple
 from .. import _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
-from ._common import with_names
+from ._common import inverse_permutation, with_names
 
 
 def _one_sequence(names: tuple) -> tuple:
@@ -138,11 +138,7 @@ class _Permute(Op):
 
     @staticmethod
     def backward(node, g):
-        perm = node.params["perm"]
-        inverse = [0] * len(perm)
-        for i, p in enumerate(perm):
-            inverse[p] = i
-        return (apply(_Permute, (g,), node.in_names[0], perm=tuple(inverse)),)
+        return (apply(_Permute, (g,), node.in_names[0], perm=inverse_permutation(node.params["perm"])),)
 
 
 def _permute(t: Tensor, perm, names) -> Tensor:

@@ -26,7 +26,7 @@ from typing import Optional, Sequence, Union
 from .. import _dtypes, _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
-from ._common import with_names
+from ._common import inverse_permutation, with_names
 from .elementwise import maximum, minimum, where
 from .indexing import gather
 from .shape import _broadcast_plain, _unsqueeze_axes, squeeze
@@ -257,10 +257,7 @@ def _product_of_others(x: Tensor, axes) -> Tensor:
     flat = moved.reshape(moved.shape[:lead] + (n,), names=moved.names[:lead] + (None,))
     others = _cumprod(flat, lead, True, False) * _cumprod(flat, lead, True, True)
     others = others.reshape(moved.shape, names=moved.names)
-    inverse = [0] * len(perm)
-    for k, p in enumerate(perm):
-        inverse[p] = k
-    return others.permute(*inverse)
+    return others.permute(*inverse_permutation(perm))
 
 
 def prod(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:

@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence, Union
 from .. import _names
 from ..autograd.graph import Op, apply, version_counter
 from ..tensor import Tensor
-from ._common import sum_to, with_names
+from ._common import int_sizes, sum_to, with_names
 
 __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "broadcast_to"]
 
@@ -65,22 +65,10 @@ class _Broadcast(Op):
         return (sum_to(g, node.in_shapes[0], node.in_names[0]),)
 
 
-def _sizes(args, op: str) -> tuple:
-    """``f(2, 3)`` and ``f((2, 3))`` alike, as a tuple of ints."""
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        args = tuple(args[0])
-    out = []
-    for s in args:
-        if isinstance(s, bool) or not hasattr(s, "__index__"):
-            raise TypeError(f"{op}: sizes must be ints, got {type(s).__name__} {s!r}.")
-        out.append(int(s.__index__()))
-    return tuple(out)
-
-
 def reshape(t: Tensor, *shape, names: Optional[Sequence] = None) -> Tensor:
     """Reshape (one size may be -1).  A named tensor needs ``names=`` for the result (names cannot be
     inferred through an arbitrary reshape); flatten/unflatten keep names without asking."""
-    shape = _sizes(shape, "reshape")
+    shape = int_sizes(shape, "reshape")
     out_names = _names.reshape(t._names, names, len(shape), "reshape")
     total = t.numel()
     resolved = _infer_size(shape, total, "reshape")
@@ -176,10 +164,10 @@ def _unflatten_spec(sizes, names, op: str):
             if len(p) != 2:
                 raise TypeError(f"{op}: each pair must be (name, size), got {tuple(p)!r}.")
         new_names = tuple(p[0] for p in sizes)
-        return _sizes(tuple(p[1] for p in sizes), op), new_names, True
+        return int_sizes(tuple(p[1] for p in sizes), op), new_names, True
     if any(pairs):
         raise TypeError(f"{op}: sizes must be all ints or all (name, size) pairs, got {tuple(sizes)!r}.")
-    ints = _sizes((tuple(sizes),), op)
+    ints = int_sizes((tuple(sizes),), op)
     if names is None:
         return ints, (None,) * len(ints), False
     if isinstance(names, str):
@@ -304,13 +292,13 @@ def expand(t: Tensor, *sizes, names: Optional[Sequence] = None) -> Tensor:
     """Broadcast to ``sizes`` (PyTorch's ``expand``): -1 keeps a dim's size, only size-1 dims grow,
     new dims are added in front.  ``names=`` names the result (one per dim); they must unify with
     the input's (rule 2).  Without it, new dims are unnamed and the input's names are kept.  A view."""
-    return _expand(t, _sizes(sizes, "expand"), names, "expand")
+    return _expand(t, int_sizes(sizes, "expand"), names, "expand")
 
 
 def broadcast_to(t: Tensor, shape: Sequence[int], names: Optional[Sequence] = None) -> Tensor:
     """Broadcast to ``shape`` (NumPy's ``broadcast_to``, with ``expand``'s rules); ``names=`` as for
     :func:`expand`.  A view."""
-    return _expand(t, _sizes((shape,), "broadcast_to"), names, "broadcast_to")
+    return _expand(t, int_sizes((shape,), "broadcast_to"), names, "broadcast_to")
 
 
 def expand_as(t: Tensor, other: Tensor) -> Tensor:
