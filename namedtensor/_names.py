@@ -746,7 +746,8 @@ def index(names: Names, key: Tuple, op: str = "getitem") -> Names:
     ``key`` is a tuple of tokens, one per index item, with ``...`` already expanded:
     ``("int",)`` drops a dim, ``("slice",)`` keeps it, ``("new",)`` inserts an unnamed
     dim, ``("array", names_of_index)`` is an integer-array index, and
-    ``("mask", k, names_of_mask)`` is a boolean mask over ``k`` dims.  Advanced indices
+    ``("mask", k, names_of_mask)`` is a boolean mask over ``k`` dims, and ``("sep",)`` is
+    a ``...`` that covers no dim (it still separates advanced indices).  Advanced indices
     follow NumPy's placement: adjacent ones put their result where the first was,
     separated ones put it in front.  The advanced result takes the index tensors'
     names (rule 2 among them); a lone unnamed 1-D integer index keeps the dim's name

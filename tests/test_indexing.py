@@ -364,3 +364,15 @@ def test_gradgradcheck():
     gradgradcheck(lambda x: x.select("b", 2) ** 2, x)
     gradgradcheck(lambda x: x.narrow("b", 1, 2) ** 2, x)
     gradgradcheck(lambda x: x[{"a": [0, 0]}] ** 2, x)
+
+
+def test_an_empty_ellipsis_still_separates_index_arrays():
+    a = np.arange(60.0).reshape(3, 4, 5)
+    t = nt.tensor(a, names=("a", "b", "c"))
+    i = nt.tensor(np.array([0, 1]))
+    out = t[:, i, ..., i]  # NumPy: the '...' covers no dim but makes the indices non-adjacent
+    assert out.shape == a[:, [0, 1], ..., [0, 1]].shape == (2, 3)
+    assert out.names == (None, "a")
+    np.testing.assert_array_equal(out.numpy(), a[:, [0, 1], ..., [0, 1]])
+    x = nt.tensor(a, names=("a", "b", "c"), dtype=nt.float64, requires_grad=True)
+    assert gradcheck(lambda x: x[:, i, ..., i], x)

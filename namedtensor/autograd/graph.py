@@ -199,6 +199,9 @@ def version_counter(t) -> list:
         return vc
 
 
+_new = object.__new__
+
+
 def apply(op, inputs: tuple, names, **params) -> Any:
     """Run ``op`` on ``inputs`` (tensors or Python scalars) and give the outputs ``names``."""
     T = Tensor
@@ -237,7 +240,12 @@ def apply(op, inputs: tuple, names, **params) -> Any:
     if op.stashes:
         out, stash = out
     if op.n_outputs == 1:
-        result = T._make(out, names, B)
+        result = _new(T)  # Tensor._make, inlined: this is every op's hot path
+        result._data = out
+        result._names = names
+        result._B = B
+        result._node = None
+        result._rg = False
         if op.view:
             result._vc = version_counter(first)
         if needs_grad and _grad_enabled and op.differentiable:

@@ -157,10 +157,11 @@ class StrictBackend(Backend):
     def getitem(self, x, key):
         k = key if isinstance(key, tuple) else (key,)
         if all(i is None or i is Ellipsis or i.__class__ in (int, slice) for i in k):
-            # basic keys index natively (views, as in NumPy); array-api-strict wants a '...' unless every
-            # dim is indexed, and refuses out-of-range slice bounds, which NumPy clips (those go below)
+            # basic keys index natively (views, as in NumPy, so writes through them reach x); array-api-strict
+            # wants a '...' unless every dim is indexed, and refuses out-of-range slice bounds: clip them as
+            # NumPy does.  Keys that are still refused (out-of-range ints) go below, for NumPy's error.
             try:
-                return x[k if Ellipsis in k else k + (Ellipsis,)]
+                return x[_clipped(k if Ellipsis in k else k + (Ellipsis,), x.shape)]
             except IndexError:
                 pass
         return self._from(self.to_numpy(x)[self._np_key(key)])
@@ -191,3 +192,18 @@ class StrictBackend(Backend):
 
     def randint(self, low, high, shape, dtype):
         return self._from(self._np.randint(low, high, shape, dtype))
+
+
+def _clipped(key: tuple, shape: tuple) -> tuple:
+    """A basic key (with one '...') whose slices have in-range bounds, selecting what NumPy would."""
+    out, dim = [], 0
+    for i in key:
+        if i is Ellipsis:
+            dim += len(shape) - sum(1 for j in key if j is not None and j is not Ellipsis)
+        elif i is not None:
+            if i.__class__ is slice:
+                start, stop, step = i.indices(shape[dim])
+                i = slice(start, None if stop < 0 else stop, step)  # stop -1 means before index 0, not the last
+            dim += 1
+        out.append(i)
+    return tuple(out)

@@ -185,7 +185,8 @@ class _Clip(Op):
 
 def clip(x: Tensor, min=None, max=None) -> Tensor:
     """Limit values to ``[min, max]`` (numbers or tensors); keeps names (unifies with tensor bounds)."""
-    if isinstance(min, Tensor) or isinstance(max, Tensor):
+    if any(b is not None and b.__class__ not in SCALARS for b in (min, max)):
+        # tensors and arrays (NumPy scalars too) broadcast and unify names as the binary ops do
         out = x
         if min is not None:
             out = maximum(out, min)

@@ -33,6 +33,7 @@ Dim = Union[str, int]
 _FULL = slice(None)
 _INT = ("int",)
 _SLICE = ("slice",)
+_SEP = ("sep",)
 _NEW = ("new",)
 
 # ----------------------------------------------------------------------------- ops
@@ -228,6 +229,17 @@ def plan(t: Tensor, key: Any, op: str = "getitem") -> tuple:
     """
     names = t._names
     c = key.__class__
+    if c is dict and len(key) == 1:
+        # the common t[{"seq": ...}]: one dim, its plan cached on (names, dim, class of the index)
+        for d, v in key.items():
+            ck = (names, d, v.__class__)
+        p = _FAST.get(ck, False)
+        if p is False:
+            p = _cached(ck, _dict_plan, names, (d,), (v.__class__,), op)
+        if p is not None:
+            axes, length, tokens, out, add_ellipsis = p
+            key = (_FULL,) * axes[0] + (v,)
+            return (key + (Ellipsis,) if add_ellipsis else key), tokens, out, True
     if c is dict:
         ck = (names, tuple(key), tuple([v.__class__ for v in key.values()]))
         p = _FAST.get(ck, False)
@@ -304,9 +316,14 @@ def _plan_general(t: Tensor, key: tuple, op: str):
         )
     if ellipsis_at >= 0:
         fill = ndim - used
-        items[ellipsis_at:ellipsis_at + 1] = [_FULL] * fill
-        tokens[ellipsis_at:ellipsis_at + 1] = [_SLICE] * fill
-        masks = [(p if p < ellipsis_at else p + fill - 1, s) for p, s in masks]
+        if fill == 0 and not basic:
+            # an empty '...' still separates advanced indices in NumPy (a[:, i, ..., i] puts the
+            # index dims first): keep it in the key, and as a token that only breaks adjacency
+            tokens[ellipsis_at] = _SEP
+        else:
+            items[ellipsis_at:ellipsis_at + 1] = [_FULL] * fill
+            tokens[ellipsis_at:ellipsis_at + 1] = [_SLICE] * fill
+            masks = [(p if p < ellipsis_at else p + fill - 1, s) for p, s in masks]
     if masks:
         _check_masks(t, tokens, masks, op)
     tokens = tuple(tokens)
@@ -523,6 +540,8 @@ def as_number(v: Any) -> Union[bool, int, float, None]:
     kind = getattr(getattr(v, "dtype", None), "kind", None)
     if kind == "b":
         return bool(v)
+    if kind == "f":  # before __index__: a 0-dim ndarray has one, which refuses floats
+        return float(v)
     if hasattr(v, "__index__"):
         return operator.index(v)
     if hasattr(v, "__float__"):

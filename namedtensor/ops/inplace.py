@@ -179,7 +179,7 @@ def copy_(self: Tensor, src: Any) -> Tensor:
 
     ``src``'s names may fill self's ``None`` dims; its dtype is cast to self's ('same_kind')."""
     self._check_inplace("copy_", src)
-    if as_number(src) is not None:
+    if as_number(src) is not None and getattr(src, "ndim", None) is None:  # a 0-dim array is an array
         raise TypeError("copy_: src must be a tensor or an array; use fill_ for a number.")
     v, names = _other(self, src, self._names, "copy_")
     _write(self, _ALL, v, "copy_")
