@@ -25,6 +25,11 @@ from ..autograd import graph
 MIN_SIZE = 1 << 16
 
 _getrefcount = getattr(sys, "getrefcount", None)
+
+
+#: what the op functions count references with: ``sys.getrefcount`` itself (a wrapper would add a
+#: reference of its own), or, where the interpreter has none, a stand-in (elision is off there)
+refcount = _getrefcount if _getrefcount is not None else (lambda x: 1 << 30)
 _getframe = getattr(sys, "_getframe", None)
 _BINARY_OPCODES = frozenset(code for name, code in dis.opmap.items() if name.startswith(("BINARY_", "INPLACE_")))
 

@@ -9,7 +9,6 @@ tensor ops (so it can be differentiated again).
 from __future__ import annotations
 
 import math
-from sys import getrefcount
 
 from .. import _dtypes, _names
 from .._names import unify
@@ -17,6 +16,7 @@ from ..autograd import graph
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
 from . import _elision
+from ._elision import refcount as getrefcount
 from ._common import SCALARS, operand, sum_to
 
 # ----------------------------------------------------------------------------- unary

@@ -1,0 +1,45 @@
+"""The public API is spelled as documented (README's overview): every function and method exists."""
+
+import pytest
+
+import namedtensor as nt
+
+FUNCTIONS = """
+tensor as_tensor zeros ones empty full arange linspace eye rand randn randint zeros_like ones_like full_like
+rand_like randn_like manual_seed align cat stack split chunk unbind pad gather index_select masked_fill where
+matmul dot einsum outer grad no_grad enable_grad set_grad_enabled is_grad_enabled NamesError Tensor
+neg abs exp log log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid relu gelu silu softplus erf sign floor ceil
+round clip reciprocal square maximum minimum logical_and logical_or logical_not sum mean prod max min amax amin
+argmax argmin std var logsumexp norm any all cumsum cumprod softmax log_softmax sort argsort topk
+float32 float64 float16 int32 int64 bool_ flip roll tile tril triu flatten unflatten squeeze unsqueeze
+broadcast_to reshape rename refine_names align_to align_as permute transpose select narrow isel
+""".split()
+
+METHODS = """
+names sizes shape ndim dtype device is_named array numpy item tolist rename refine_names align_to align_as
+flatten unflatten permute transpose mT squeeze unsqueeze expand broadcast_to reshape view split chunk unbind
+flip roll repeat tile tril triu isel select narrow index_select masked_fill neg abs exp log log1p expm1 sqrt
+rsqrt sin cos tan tanh sigmoid relu gelu silu softplus erf sign floor ceil round clip reciprocal square
+maximum minimum logical_and logical_or logical_not sum mean prod max min amax amin argmax argmin std var
+logsumexp norm any all cumsum cumprod softmax log_softmax sort argsort topk matmul to float double half long
+int bool clone detach backward register_hook retain_grad requires_grad_ grad add_ sub_ mul_ div_
+masked_fill_ zero_ fill_ copy_ __getitem__ __setitem__ __matmul__ __add__ __sub__ __mul__ __truediv__
+__floordiv__ __mod__ __pow__ __lt__ __le__ __gt__ __ge__ __eq__ __ne__ __len__ __iter__
+""".split()
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_function_exists(name):
+    assert hasattr(nt, name), f"nt.{name} is missing"
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_method_exists(name):
+    assert hasattr(nt.Tensor, name), f"Tensor.{name} is missing"
+
+
+def test_testing_tools_are_public():
+    from namedtensor.testing import assert_close, gradcheck, gradgradcheck
+
+    assert callable(gradcheck) and callable(gradgradcheck) and callable(assert_close)
+    assert nt.testing.gradcheck is gradcheck
