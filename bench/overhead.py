@@ -2,8 +2,9 @@
 
 Each row times one op, side by side in this process: raw NumPy, namedtensor on
 unnamed tensors, on named tensors, on named tensors that require grad (the
-forward with graph recording), and PyTorch eager.  Figures are medians of
-several repeats, in microseconds per call, with ratios to NumPy.  Goal: named
+forward with graph recording), and PyTorch eager (one thread).  The columns
+take turns in 25 rounds, in a shuffled order; figures are medians, in microseconds per call, and
+ratios are medians of the per-round ratios to NumPy.  Goal: named
 small ops within 2.5x NumPy, the large op within 1.05x.
 
     python bench/overhead.py            # PyTorch column if `pip install torch==2.13.0` was done
@@ -23,6 +24,7 @@ if any(v in os.environ for v in _OPENBLAS) and not os.environ.get("_NT_BENCH_CHI
     env["_NT_BENCH_CHILD"] = "1"
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
+import random  # noqa: E402
 import statistics  # noqa: E402
 import timeit  # noqa: E402
 
@@ -36,12 +38,28 @@ except ImportError:
     torch = None
 
 
-def per_call_us(fn, repeat: int = 7, min_time: float = 0.05) -> float:
-    timer = timeit.Timer(fn)
-    number, _ = timer.autorange()
-    number = max(number, int(number * min_time / 0.2) or 1)
-    times = timer.repeat(repeat=repeat, number=number)
-    return statistics.median(times) / number * 1e6
+def calibrate(fn, min_time: float = 0.02) -> int:
+    """How many calls make one timing of about ``min_time`` seconds."""
+    number, took = timeit.Timer(fn).autorange()
+    return max(1, int(number * min_time / max(took, 1e-9)))
+
+
+def interleaved(fns, rounds: int = 15):
+    """Median microseconds per call of each function, and the median of each one's per-round ratio
+    to the first.  The functions take turns, in a shuffled order, within every round, so a machine
+    that speeds up or slows down mid-run moves all of them together."""
+    timers = [(timeit.Timer(f), calibrate(f)) for f in fns]
+    per_round = [[] for _ in fns]
+    order = list(range(len(fns)))
+    shuffle = random.Random(0).shuffle
+    for _ in range(rounds):
+        shuffle(order)  # no function always runs right after the same other one
+        for k in order:
+            timer, number = timers[k]
+            per_round[k].append(timer.timeit(number) / number * 1e6)
+    medians = [statistics.median(times) for times in per_round]
+    ratios = [statistics.median(t / b for t, b in zip(times, per_round[0])) for times in per_round]
+    return medians, ratios
 
 
 def cases():
@@ -98,19 +116,17 @@ def main() -> None:
     cols = ["numpy", "nt unnamed", "nt named", "nt named+grad"] + (["torch eager"] if torch_set else [])
     print(f"namedtensor {nt.__version__}, numpy {np.__version__}" + (f", torch {torch.__version__}" if torch else
                                                                       ", torch not installed"))
-    print("median microseconds per call (ratio to numpy)\n")
+    print("median microseconds per call (median of per-round ratios to numpy; the columns take turns)\n")
     header = f"| {'op':30s} | " + " | ".join(f"{c:>16s}" for c in cols) + " |"
     print(header)
     print("|" + "-" * 32 + "|" + "|".join("-" * 18 for _ in cols) + "|")
     for label, np_fn, nt_fn, torch_fn in rows:
-        base = per_call_us(np_fn)
-        cells = [f"{base:9.2f}        "]
-        for key in ("unnamed", "named", "named+grad"):
-            us = per_call_us(nt_fn(variants[key], key))
-            cells.append(f"{us:9.2f} ({us / base:4.2f}x)")
+        fns = [np_fn] + [nt_fn(variants[key], key) for key in ("unnamed", "named", "named+grad")]
         if torch_set:
-            us = per_call_us(torch_fn(torch_set))
-            cells.append(f"{us:9.2f} ({us / base:4.2f}x)")
+            fns.append(torch_fn(torch_set))
+        medians, ratios = interleaved(fns, rounds=25)
+        cells = [f"{medians[0]:9.2f}        "]
+        cells += [f"{us:9.2f} ({r:4.2f}x)" for us, r in zip(medians[1:], ratios[1:])]
         print(f"| {label:30s} | " + " | ".join(f"{c:>16s}" for c in cells) + " |")
 
 
