@@ -189,9 +189,9 @@ def clip(x: Tensor, min=None, max=None) -> Tensor:
         # tensors and arrays (NumPy scalars too) broadcast and unify names as the binary ops do
         out = x
         if min is not None:
-            out = maximum(out, min)
+            out = maximum(out, min)  # noqa: F821 - defined by the BINARY table below
         if max is not None:
-            out = minimum(out, max)
+            out = minimum(out, max)  # noqa: F821
         return out
     if min is None and max is None:
         raise ValueError("clip: give min, max or both.")
