@@ -200,6 +200,7 @@ def version_counter(t) -> list:
 
 
 _new = object.__new__
+_NO_META = (None, None, None)  # what a node records about a Python-scalar input
 
 
 def apply(op, inputs: tuple, names, **params) -> Any:
@@ -268,19 +269,17 @@ def record(op, inputs, outputs, params, stash, B) -> None:
     node.hooks = None
     node.freed = False
     edges = []
+    meta = []
     rank = 0
-    shapes = []
-    in_names = []
-    dtypes = []
     for x in inputs:
         if isinstance(x, T):
-            shapes.append(x._data.shape)
-            in_names.append(x._names)
-            dtypes.append(x._data.dtype)
-            if x._node is not None:
-                edges.append((x._node, x._idx))
-                if x._node.rank >= rank:
-                    rank = x._node.rank + 1
+            data = x._data
+            meta.append((data.shape, x._names, data.dtype))
+            prev = x._node
+            if prev is not None:
+                edges.append((prev, x._idx))
+                if prev.rank >= rank:
+                    rank = prev.rank + 1
             elif x._rg:
                 edges.append(x)
                 if rank == 0:
@@ -288,27 +287,26 @@ def record(op, inputs, outputs, params, stash, B) -> None:
             else:
                 edges.append(None)
         else:
-            shapes.append(None)
-            in_names.append(None)
-            dtypes.append(None)
+            meta.append(_NO_META)
             edges.append(None)
     node.edges = tuple(edges)
     node.rank = rank
-    node.in_shapes = tuple(shapes)
-    node.in_names = tuple(in_names)
-    node.in_dtypes = tuple(dtypes)
-    saved = []
-    versions = []
-    for i in op.saves:
-        x = inputs[i]
-        saved.append(x)
-        versions.append(version_counter(x)[0] if isinstance(x, T) else None)
-    if op.saves_output:
-        for k, o in enumerate(outputs):
-            saved.append(_SavedOutput(o, k))
-            versions.append(version_counter(o)[0])
-    node.saved = tuple(saved)
-    node.versions = tuple(versions)
+    node.in_shapes, node.in_names, node.in_dtypes = zip(*meta)
+    if op.saves or op.saves_output:
+        saved = []
+        versions = []
+        for i in op.saves:
+            x = inputs[i]
+            saved.append(x)
+            versions.append(version_counter(x)[0] if isinstance(x, T) else None)
+        if op.saves_output:
+            for k, o in enumerate(outputs):
+                saved.append(_SavedOutput(o, k))
+                versions.append(version_counter(o)[0])
+        node.saved = tuple(saved)
+        node.versions = tuple(versions)
+    else:
+        node.saved = node.versions = ()
     if len(outputs) > 1:
         node.out_meta = tuple((o._data.shape, o._names, o._data.dtype) for o in outputs)
     else:

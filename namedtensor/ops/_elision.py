@@ -54,6 +54,9 @@ def _calibrate():
     when some named variable shows a count that low (then elision is unsafe here)."""
     if _getrefcount is None:
         return None
+    gil = getattr(sys, "_is_gil_enabled", None)
+    if gil is not None and not gil():
+        return None  # free-threaded Python: counts may be deferred, and another thread may hold a reference
 
     def probe(a, b):
         refs = _getrefcount(a)  # the same statement shape as the op functions' first line
