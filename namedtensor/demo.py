@@ -83,14 +83,15 @@ def train(steps: int, seed: int) -> float:
     return acc
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> float:
+    """Run the tour; returns the classifier's held-out accuracy."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     nt.manual_seed(args.seed)
     rule_examples()
-    train(args.steps, args.seed)
+    return train(args.steps, args.seed)
 
 
 if __name__ == "__main__":
