@@ -1,6 +1,5 @@
 """The README's main job, ``python -m namedtensor.demo``, runs and learns (few steps here)."""
 
-import namedtensor as nt
 from namedtensor import demo
 
 
@@ -10,4 +9,3 @@ def test_demo_learns_a_classifier_with_named_dims(capsys):
     assert accuracy > 0.6  # four classes: chance is 0.25
     assert "caught: mul: dims ('batch', 'height', 'width') and ('batch',) do not match" in out
     assert "grad names ('feat', 'class')" in out
-    nt.manual_seed(0)
