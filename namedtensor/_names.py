@@ -894,8 +894,15 @@ def gather(names: Names, ax: int, index_names: Names, op: str = "gather") -> Nam
 
 
 @_cache
+def index_select(names: Names, ax: int, index: Names, op: str = "index_select") -> Names:
+    """Selecting along ``ax`` with a 1-D index: a named index's name replaces the dim's, an unnamed
+    index keeps it (it picks entries of the same dim)."""
+    return replace(names, ax, index if index[0] is not None else (names[ax],), op)
+
+
+@_cache
 def replace(names: Names, ax: int, new: Names, op: str) -> Names:
-    """``names`` with the dim at ``ax`` replaced by the dims ``new`` (e.g. ``index_select``)."""
+    """``names`` with the dim at ``ax`` replaced by the dims ``new``."""
     out = names[:ax] + new + names[ax + 1 :]
     try:
         return validate(out, len(out), op)

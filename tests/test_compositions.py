@@ -25,6 +25,7 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 import namedtensor as nt
+from namedtensor import _names
 from namedtensor.ops import elementwise
 from namedtensor.testing import gradcheck, gradgradcheck
 
@@ -369,21 +370,6 @@ def b_binary(c: Ctx):
     return Step(f"binary[{form}]: {order}", run, ref, shape, names)
 
 
-def _union(all_names):
-    """nt.align's order: every name once, by first appearance, keeping each tensor's relative order."""
-    first, before = [], {}
-    for names in all_names:
-        for k, n in enumerate(names):
-            if n not in before:
-                first.append(n)
-                before[n] = set()
-            before[n].update(names[:k])
-    out = []
-    while len(out) < len(first):
-        out.append(next(n for n in first if n not in out and before[n] <= set(out)))
-    return out
-
-
 def b_align_union(c: Ctx):
     """``nt.align(t, x)`` of the (fully named) current tensor and a reduced input, then a binary op."""
     if any(n is None for n in c.names):
@@ -403,7 +389,7 @@ def b_align_union(c: Ctx):
     drop = [j for j in range(arr.ndim) if j not in keep]
     refs = [c.ref(j, names) for j in drop]
     kept = [names[j] for j in keep]
-    order = _union([c.names, tuple(kept)])
+    order = list(_names.align_union((tuple(c.names), tuple(kept))))  # its rule is tested in test_names
     shape = tuple(cur_size[n] if n in cur_size else arr.shape[keep[kept.index(n)]] for n in order)
     if numel(shape) > MAX_NUMEL or len(shape) > MAX_NDIM:
         return None

@@ -674,6 +674,13 @@ def test_replace():
         N.replace(("a", "b", "c"), 1, ("a",), "index_select")
 
 
+def test_index_select():
+    assert N.index_select(("a", "b"), 1, ("k",)) == ("a", "k")  # a named index replaces the dim's name
+    assert N.index_select(("a", "b"), 1, (None,)) == ("a", "b")  # an unnamed one keeps it
+    with raises(["index_select: replacing dim 1 ('b') of ('a', 'b') by ('a',) would repeat a name"]):
+        N.index_select(("a", "b"), 1, ("a",))
+
+
 def test_masked_and_inplace():
     assert N.masked(("a", "b"), ("b",)) == ("a", "b")
     assert N.masked(("a", None), (None, "b")) == ("a", "b")

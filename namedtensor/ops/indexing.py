@@ -433,8 +433,7 @@ def index_select(t: Tensor, dim: Dim, index: Any) -> Tensor:
             f"index_select: the index must be a 1-D integer tensor, got {idx.dtype!r} with shape {idx.shape} "
             f"and names {_names.fmt(idx._names)}."
         )
-    new = idx._names if idx.is_named else (t._names[ax],)
-    names = _names.replace(t._names, ax, new, "index_select")
+    names = _names.index_select(t._names, ax, idx._names, "index_select")
     try:
         return apply(_IndexSelect, (t,), names, key=(_FULL,) * ax + (idx.array,))
     except IndexError as e:

@@ -93,7 +93,7 @@ def roll(t: Tensor, shifts: Union[int, Sequence[int]], dims: Union[Dim, Sequence
 class _Tile(Op):
     """Tile ``x`` ``reps`` times (``len(reps) >= x.ndim``; extra reps add leading dims)."""
 
-    name = "repeat"
+    name = "tile"
 
     @staticmethod
     def forward(B, x, reps):
