@@ -1,0 +1,367 @@
+"""Checkpoints: ``nt.save(obj, path)`` and ``nt.load(path)``, in the safetensors format.
+
+What can be saved: a Tensor, or dicts (``str`` or ``int`` keys), lists and tuples nesting Tensors
+and plain values (``int``, ``float``, ``bool``, ``str``, ``None``): a ``Module.state_dict()`` (flat
+``"layer.weight"`` keys), an optimizer's state dict (``int`` keys, lists of hyperparameter dicts), or
+both in one dict.  Loading gives back the same structure: key types, ``list`` vs ``tuple``, order,
+every tensor's names, dtype and shape (0-dim and empty included).  Dict, list and tuple subclasses
+load as the plain type; a :class:`~namedtensor.nn.Parameter` loads as a Tensor (``load_state_dict``
+copies it into the parameter); a tensor that requires grad is saved detached.  The same Tensor object
+at several places (tied weights) is stored once and loads as one object at all of them.
+
+The file is a plain safetensors file, so other tools read the arrays
+(``safetensors.numpy.load_file(path)``):
+
+* each tensor is stored under a readable key: its path in the structure joined with ``"."``
+  (``"encoder.layer.weight"``, ``"state.0.exp_avg"``; a bare tensor is ``"tensor"``).  When two paths
+  would give the same key (``{"a": {"b": x}, "a.b": y}``, or ``{0: x, "0": y}``), every key is
+  written instead as its path in JSON (``'["a","b"]'``), which cannot collide.
+* ``__metadata__["namedtensor"]`` is a JSON document: ``{"format": "namedtensor", "version": 1,
+  "names": {key: [dim names]}, "structure": ...}`` where the structure is a tree of tagged nodes
+  (``{"tensor": key}``, ``{"dict": [[key, node], ...]}``, ``{"list": [...]}``, ``{"tuple": [...]}``,
+  ``{"value": v}``, and ``{"float": "nan" | "inf" | "-inf"}`` since JSON has no such numbers), plus
+  ``"crc32": {key: CRC-32 of the tensor's bytes}``; ``__metadata__["namedtensor_crc32"]`` is the
+  document's own CRC-32.  The checksums catch corruption the format cannot see (a flipped bit in the
+  data or in a dim name), so a damaged checkpoint raises instead of loading wrong tensors.
+
+A safetensors file written by another tool (no namedtensor metadata) loads as a flat dict
+``{key: unnamed tensor}`` in key order; name the dims with ``refine_names`` or let
+``load_state_dict`` match them.
+
+Writing is atomic: the bytes go to a temporary file next to ``path``, are flushed and fsynced, and
+the temporary replaces ``path`` in one ``os.replace``; a failure at any point removes the temporary
+and leaves the previous file untouched.  Reading checks the header before trusting it: a truncated,
+corrupted or foreign file raises a ``ValueError`` that names the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import zlib
+from typing import Any, Dict, List, Tuple, Union
+
+from . import _dtypes, _names, backends
+from .tensor import Tensor
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+FORMAT = "namedtensor"
+VERSION = 1
+_META_KEY = "namedtensor"  # the entry of safetensors' __metadata__ holding the JSON document
+_CRC_KEY = "namedtensor_crc32"  # the entry holding the document's CRC-32
+_BARE_KEY = "tensor"  # the key of a Tensor saved on its own
+
+# safetensors dtype strings of the dtypes namedtensor has, and the ones the format knows but we lack
+_FROM_ST = {"F16": _dtypes.float16, "F32": _dtypes.float32, "F64": _dtypes.float64, "I32": _dtypes.int32,
+            "I64": _dtypes.int64, "BOOL": _dtypes.bool_}
+_OTHER_ST = {"BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "E8M0", "I8", "U8", "I16",
+             "U16", "U32", "U64", "C64"}
+_HEADER_LIMIT = 100_000_000  # safetensors' own bound on the header size
+
+
+# ----------------------------------------------------------------------------- save
+
+
+def save(obj: Any, path: PathLike) -> None:
+    """Write ``obj`` (a Tensor, or dicts/lists/tuples of Tensors and plain values) to ``path`` as a
+    safetensors file, atomically: the previous file at ``path`` survives any failure."""
+    from safetensors.numpy import save as st_save
+
+    path = os.fspath(path)
+    slots: List[Tuple[tuple, Tensor]] = []  # (path in the structure, tensor), one per distinct tensor
+    structure = _encode(obj, (), slots, {}, set())
+    keys = _tensor_keys([p for p, _ in slots])
+    arrays, names, crcs = {}, {}, {}
+    for key, (_, t) in zip(keys, slots):
+        a = t._B.to_numpy(t.array)
+        # safetensors copies raw memory from the array's pointer: it must be C-ordered
+        arrays[key] = a = a if a.flags.c_contiguous else a.copy()
+        names[key] = list(t._names)
+        crcs[key] = zlib.crc32(a)
+    doc = {"format": FORMAT, "version": VERSION, "names": names, "crc32": crcs,
+           "structure": _with_keys(structure, keys)}
+    text = json.dumps(doc, allow_nan=False)
+    data = st_save(arrays, metadata={_META_KEY: text, _CRC_KEY: _crc_text(text)})
+    _atomic_write(path, data)
+
+
+def _crc_text(text: str) -> str:
+    return f"{zlib.crc32(text.encode('utf-8')):08x}"
+
+
+def _type_name(x: Any) -> str:
+    t = type(x)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _where(path: tuple) -> str:
+    return "obj" + "".join(f"[{p!r}]" for p in path)
+
+
+def _encode(x: Any, path: tuple, slots: list, seen: Dict[int, int], open_: set) -> Any:
+    """The structure node of ``x``; tensors become ``{"tensor": slot number}`` until keys are chosen."""
+    if isinstance(x, Tensor):
+        if id(x) not in seen:
+            seen[id(x)] = len(slots)
+            slots.append((path, x))
+        return {"tensor": seen[id(x)]}
+    if x is None:
+        return {"value": None}
+    if isinstance(x, str):
+        return {"value": str(x)}
+    if isinstance(x, bool):  # before int: a bool is an int
+        return {"value": bool(x)}
+    if isinstance(x, int):
+        return {"value": int(x)}
+    if isinstance(x, float):
+        x = float(x)
+        if math.isfinite(x):
+            return {"value": x}
+        return {"float": "nan" if x != x else ("inf" if x > 0 else "-inf")}
+    if isinstance(x, (dict, list, tuple)):
+        if id(x) in open_:
+            raise ValueError(f"save: {_where(path)} contains itself; a checkpoint must be a tree.")
+        open_.add(id(x))
+        if isinstance(x, dict):
+            items = []
+            for k, v in x.items():
+                if isinstance(k, bool) or not isinstance(k, (str, int)):
+                    raise TypeError(
+                        f"save: the key {k!r} in {_where(path)} is a {_type_name(k)}; "
+                        "checkpoint dicts take str or int keys."
+                    )
+                k = str(k) if isinstance(k, str) else int(k)
+                items.append([k, _encode(v, path + (k,), slots, seen, open_)])
+            node = {"dict": items}
+        else:
+            kind = "list" if isinstance(x, list) else "tuple"
+            node = {kind: [_encode(v, path + (i,), slots, seen, open_) for i, v in enumerate(x)]}
+        open_.discard(id(x))
+        return node
+    raise TypeError(
+        f"save: cannot save {_where(path)} of type {_type_name(x)}; a checkpoint holds Tensors, "
+        "dicts (str or int keys), lists, tuples, and int, float, bool, str or None values."
+    )
+
+
+def _tensor_keys(paths: List[tuple]) -> List[str]:
+    """Readable keys (the path joined with '.'), or every path in JSON when those would collide."""
+    plain = [".".join(str(p) for p in path) if path else _BARE_KEY for path in paths]
+    if len(set(plain)) == len(plain) and "__metadata__" not in plain:
+        return plain
+    return [json.dumps(list(path), separators=(",", ":")) for path in paths]
+
+
+def _with_keys(node: Any, keys: List[str]) -> Any:
+    """The structure with slot numbers replaced by the tensors' keys."""
+    if "tensor" in node:
+        return {"tensor": keys[node["tensor"]]}
+    if "dict" in node:
+        return {"dict": [[k, _with_keys(v, keys)] for k, v in node["dict"]]}
+    for kind in ("list", "tuple"):
+        if kind in node:
+            return {kind: [_with_keys(v, keys) for v in node[kind]]}
+    return node
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, fsync it, then rename it over ``path``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make the rename durable; not every platform can open a directory (Windows cannot)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------- load
+
+
+def load(path: PathLike, device: str = "cpu") -> Any:
+    """Read a checkpoint written by :func:`save` (the same structure, names, dtypes and shapes), or
+    any safetensors file (a flat dict of unnamed tensors), onto ``device``."""
+    B = backends.get(device)
+    path = os.fspath(path)
+    entries, metadata = _read_header(path)
+    text, crc = metadata.get(_META_KEY), metadata.get(_CRC_KEY)
+    if text is None and crc is None:  # a safetensors file from another tool
+        arrays = _read_arrays(path, sorted(entries))
+        return {k: _make(arrays[k], None, B, k, path) for k in sorted(entries)}
+    if text is None or crc is None:
+        raise _bad(path, f"its metadata has {_META_KEY!r} or {_CRC_KEY!r} but not both; the file is corrupted")
+    if crc != _crc_text(text):
+        raise _bad(path, "its namedtensor metadata fails its checksum; the file is corrupted")
+    doc = _parse_document(text, path, entries)
+    arrays = _read_arrays(path, sorted(entries))
+    for k, a in arrays.items():
+        if zlib.crc32(a) != doc["crc32"][k]:
+            raise _bad(path, f"the data of tensor {k!r} fail their checksum; the file is corrupted")
+    tensors = {k: _make(arrays[k], doc["names"][k], B, k, path) for k in sorted(entries)}
+    used: set = set()
+    out = _decode(doc["structure"], tensors, used, path)
+    if used != set(tensors):
+        raise _bad(path, f"the metadata does not place the tensors {sorted(set(tensors) - used)}")
+    return out
+
+
+def _bad(path: str, what: str) -> ValueError:
+    return ValueError(f"load: {path!r} is not a valid checkpoint: {what}.")
+
+
+def _read_header(path: str) -> Tuple[Dict[str, dict], Dict[str, str]]:
+    """The tensor entries and the ``__metadata__`` of a safetensors file, checked against its size."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise _bad(path, "the file is empty")
+        if size < 8:
+            raise _bad(path, f"the file is too short ({size} bytes) to hold a safetensors header")
+        n = int.from_bytes(f.read(8), "little")
+        if n > size - 8 or n > _HEADER_LIMIT:
+            raise _bad(
+                path,
+                f"its header length field says {n} bytes but only {size - 8} follow; "
+                "the file is truncated or not a safetensors file",
+            )
+        raw = f.read(n)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise _bad(path, f"its header is not valid JSON ({e}); the file is corrupted or not a safetensors file") \
+            from None
+    if not isinstance(header, dict):
+        raise _bad(path, "its header is not a JSON object")
+    metadata = header.pop("__metadata__", None)
+    metadata = {} if metadata is None else metadata
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise _bad(path, "its __metadata__ is not a map of strings")
+    buffer = size - 8 - n
+    for key, e in header.items():
+        _check_entry(key, e, buffer, path)
+    return header, metadata
+
+
+def _check_entry(key: str, e: Any, buffer: int, path: str) -> None:
+    """One header entry: a known dtype, a shape, and offsets inside the data that fit the shape."""
+    if not isinstance(e, dict) or not {"dtype", "shape", "data_offsets"} <= set(e):
+        raise _bad(path, f"the header entry of tensor {key!r} lacks dtype, shape or data_offsets")
+    dt, shape, offsets = e["dtype"], e["shape"], e["data_offsets"]
+    if dt not in _FROM_ST:
+        if dt in _OTHER_ST:
+            raise _bad(path, f"tensor {key!r} has dtype {dt}, which namedtensor does not support "
+                             f"(it reads {', '.join(sorted(_FROM_ST))})")
+        raise _bad(path, f"tensor {key!r} has an unknown dtype {dt!r}")
+    if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+        raise _bad(path, f"tensor {key!r} has an invalid shape {shape!r}")
+    if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1]):
+        raise _bad(path, f"tensor {key!r} has invalid data offsets {offsets!r}")
+    if offsets[1] > buffer:
+        raise _bad(path, f"the data of tensor {key!r} (bytes {offsets[0]} to {offsets[1]}) lie past the end of "
+                         f"the file's {buffer} data bytes; the file is truncated")
+    expected = math.prod(shape) * _FROM_ST[dt].itemsize
+    if offsets[1] - offsets[0] != expected:
+        raise _bad(path, f"tensor {key!r} has {offsets[1] - offsets[0]} data bytes, but dtype {dt} and shape "
+                         f"{shape} need {expected}")
+
+
+def _read_arrays(path: str, keys: List[str]) -> dict:
+    """The arrays of ``keys`` (NumPy arrays, read by safetensors; its own checks reported as ours)."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(path, framework="np") as f:
+            return {k: f.get_tensor(k) for k in keys}
+    except SafetensorError as e:
+        raise _bad(path, f"safetensors cannot read it ({e})") from None
+
+
+def _make(array, names, B, key: str, path: str) -> Tensor:
+    """A tensor of ``B`` holding ``array`` (safetensors' own copy of the file's bytes), named ``names``."""
+    ndim = len(array.shape)
+    try:
+        names = _names.validate(names, ndim, "load")
+    except (_names.NamesError, TypeError) as e:
+        raise _bad(path, f"the names of tensor {key!r} in the metadata are invalid ({e})") from None
+    try:
+        B.native(_dtypes.by_name(array.dtype.name))
+    except TypeError as e:
+        raise TypeError(f"load: tensor {key!r} of {path!r}: {e}") from None
+    return Tensor._make(B.asarray(array), names, B)
+
+
+def _parse_document(text: str, path: str, entries: dict) -> dict:
+    """The namedtensor JSON document of ``__metadata__``, checked against the file's tensors."""
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise _bad(path, f"its namedtensor metadata is not valid JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or "structure" not in doc:
+        raise _bad(path, "its namedtensor metadata lacks the format name or the structure")
+    version = doc.get("version")
+    if type(version) is not int or version < 1:
+        raise _bad(path, f"its namedtensor metadata has an invalid version {version!r}")
+    if version > VERSION:
+        raise ValueError(
+            f"load: {path!r} was written by a newer namedtensor (checkpoint format version {version}); "
+            f"this version reads up to version {VERSION}. Upgrade namedtensor to load it."
+        )
+    for field in ("names", "crc32"):
+        if not isinstance(doc.get(field), dict) or set(doc[field]) != set(entries):
+            raise _bad(path, f"its namedtensor metadata does not list the {field} of exactly the file's tensors")
+    return doc
+
+
+def _decode(node: Any, tensors: dict, used: set, path: str) -> Any:
+    """The object a structure node stands for."""
+    if not isinstance(node, dict) or len(node) != 1:
+        raise _bad(path, f"its namedtensor structure has a malformed node {str(node)[:80]!r}")
+    ((kind, v),) = node.items()
+    if kind == "tensor":
+        if not isinstance(v, str) or v not in tensors:
+            raise _bad(path, f"its namedtensor structure refers to a tensor {v!r} that the file lacks")
+        used.add(v)
+        return tensors[v]
+    if kind == "value" and (v is None or isinstance(v, (bool, int, float, str))):
+        return v
+    if kind == "float" and v in ("nan", "inf", "-inf"):
+        return float(v)
+    if kind in ("list", "tuple") and isinstance(v, list):
+        items = [_decode(x, tensors, used, path) for x in v]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict" and isinstance(v, list):
+        out = {}
+        for item in v:
+            if (not isinstance(item, list) or len(item) != 2 or isinstance(item[0], bool)
+                    or not isinstance(item[0], (str, int))):
+                raise _bad(path, f"its namedtensor structure has a malformed dict item {str(item)[:80]!r}")
+            out[item[0]] = _decode(item[1], tensors, used, path)
+        return out
+    raise _bad(path, f"its namedtensor structure has a malformed node {str(node)[:80]!r}")
