@@ -1,0 +1,110 @@
+"""Adam and AdamW (decoupled weight decay), with AMSGrad and maximize.
+
+The update is PyTorch's (``torch.optim.Adam`` / ``AdamW``), for each parameter ``p`` with gradient ``g``
+at step ``t`` (counted per parameter)::
+
+    g = -g if maximize
+    p = p * (1 - lr * weight_decay)            (AdamW)    |   g = g + weight_decay * p   (Adam)
+    m = m + (1 - beta1) * (g - m)              (m.lerp_(g, 1 - beta1))
+    v = beta2 * v + (1 - beta2) * g * g
+    v_max = max(v_max, v)                      (amsgrad; the denominator then uses v_max)
+    p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+
+computed in chunks that stay in the cache (see :func:`namedtensor.optim.optimizer.chunks`), as
+``m = beta1 * m + (1 - beta1) * g`` and ``p -= c * m / (sqrt(v) + eps * sqrt(1 - beta2**t))`` with
+``c = lr * sqrt(1 - beta2**t) / (1 - beta1**t)``: the same values up to rounding, in fewer passes.
+
+State per parameter: ``"step"`` (an int), ``"exp_avg"`` (m), ``"exp_avg_sq"`` (v) and, with amsgrad,
+``"max_exp_avg_sq"``, the tensors named like ``p``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+from ..tensor import Tensor
+from .optimizer import Optimizer, Params, check_number, chunks, out_ops
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba), PyTorch's ``torch.optim.Adam``: weight decay is an L2 term added to the grad."""
+
+    _decoupled = False
+
+    def __init__(self, params: Params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
+                 maximize: bool = False) -> None:
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: Dict[str, Any]) -> None:
+        kind = type(self).__name__
+        check_number(kind, "lr", group["lr"])
+        check_number(kind, "eps", group["eps"])
+        betas = group["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"{kind}: betas must be a pair (beta1, beta2), got {betas!r}.")
+        check_number(kind, "beta1 (betas[0])", betas[0], 0.0, 1.0, high_open=True)
+        check_number(kind, "beta2 (betas[1])", betas[1], 0.0, 1.0, high_open=True)
+        check_number(kind, "weight_decay", group["weight_decay"])
+
+    def _required_state(self, group: Dict[str, Any]) -> Tuple[str, ...]:
+        extra = ("max_exp_avg_sq",) if group["amsgrad"] else ()
+        return ("step", "exp_avg", "exp_avg_sq") + extra
+
+    def _update(self, p: Tensor, grad, state: Dict[str, Any], group: Dict[str, Any]) -> None:
+        B = p._B
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        amsgrad = group["amsgrad"]
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = self._state_tensor(p)
+            state["exp_avg_sq"] = self._state_tensor(p)
+            if amsgrad:
+                state["max_exp_avg_sq"] = self._state_tensor(p)
+        step = state["step"] = state["step"] + 1
+        tensors = [state["exp_avg"], state["exp_avg_sq"]] + ([state["max_exp_avg_sq"]] if amsgrad else [])
+        bc2_sqrt = (1 - beta2 ** step) ** 0.5
+        decay = 1 - lr * wd if self._decoupled and wd != 0 else None
+        l2 = wd if not self._decoupled and wd != 0 else None
+        eps, step_size = eps * bc2_sqrt, lr / (1 - beta1 ** step) * bc2_sqrt
+        F = out_ops(B)
+        maximize = group["maximize"]
+        for x, g, s, tmp in chunks(B, p.array, grad, [t.array for t in tensors]):
+            # one update of raw arrays: parameter x, grad g, state s = (m, v[, v_max]); g is only read
+            m, v = s[0], s[1]
+            if maximize:
+                g = F.negative(g)
+            if decay is not None:
+                F.multiply(x, decay, out=x)
+            if l2 is not None:
+                g = F.add(g, F.multiply(x, l2))
+            F.multiply(v, beta2, out=v)
+            F.multiply(g, g, out=tmp)
+            F.multiply(tmp, 1 - beta2, out=tmp)
+            F.add(v, tmp, out=v)
+            F.multiply(m, beta1, out=m)
+            F.multiply(g, 1 - beta1, out=tmp)
+            F.add(m, tmp, out=m)
+            if amsgrad:
+                v = F.maximum(s[2], v, out=s[2])
+            F.sqrt(v, out=tmp)
+            F.add(tmp, eps, out=tmp)
+            F.divide(m, tmp, out=tmp)
+            F.multiply(tmp, step_size, out=tmp)
+            F.subtract(x, tmp, out=x)
+        for t in tensors:
+            t._bump()
+
+
+class AdamW(Adam):
+    """AdamW (Loshchilov & Hutter), PyTorch's ``torch.optim.AdamW``: the weight decay shrinks the
+    parameters directly (``p *= 1 - lr * weight_decay``), apart from the adaptive step."""
+
+    _decoupled = True
+
+    def __init__(self, params: Params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
