@@ -29,6 +29,8 @@ from .ops.reductions import *  # noqa: F401,F403 - sum mean prod max min ... sof
 from .ops.shape import broadcast_to, flatten, reshape, squeeze, unflatten, unsqueeze
 from .ops.sorting import ValuesIndices, argsort, sort, topk
 from .tensor import Tensor
+from .serialization import load, save
+from . import data, nn, optim  # noqa: E402 - they build on the Tensor and its methods above
 
 # PyTorch's dtype spellings; defined last, since they shadow builtins in this module
 half = float16

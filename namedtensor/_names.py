@@ -932,3 +932,256 @@ def inplace(self_names: Names, other: Names, op: str) -> Names:
             "an in-place op cannot grow self."
         )
     return unify(self_names, other, op)
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def _qkv(q: Names, k: Names, v: Names, mask: Optional[Names] = None) -> str:
+    """The operands of attention as they read in messages."""
+    out = f"q {fmt(q)}, k {fmt(k)}, v {fmt(v)}"
+    return out if mask is None else f"{out}, mask {fmt(mask)}"
+
+
+@_cache
+def attention(q: Names, k: Names, v: Names, dim: str, key_dim: str, query_dim: Optional[str] = None,
+              op: str = "scaled_dot_product_attention") -> Tuple[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...],
+                                                                 Names, Names]:
+    """Plan attention by name: ``(q_src, k_src, v_src, out_names, weights_names)``.
+
+    ``dim`` is the feature dim q and k contract; ``key_dim`` the keys' sequence dim (in k and v).
+    The query's sequence dim is ``query_dim``, or else the one dim of q that is neither ``dim``
+    nor a dim of k.  q's other dims are batch dims; k and v have some of them (matched by name,
+    any order; a missing one broadcasts, as in multi-query attention), ``key_dim`` and, for v,
+    one value-feature dim.  The ``*_src`` tuples align each operand to its working layout
+    ``(batch..., seq, dim)``, ``(batch..., key_dim, dim)``, ``(batch..., key_dim, value)``: entry
+    ``j`` is the operand's axis at position ``j``, or ``-1`` for a size-1 dim the operand lacks.
+    The output, laid out like q, is named ``out_names``: q's names with ``dim`` replaced in place by
+    v's value-feature name.  ``weights_names`` are the batch dims in q's order, then ``(seq, key_dim)``.
+    """
+    ops = _qkv(q, k, v)
+    for label, names in (("q", q), ("k", k), ("v", v)):
+        for i, n in enumerate(names):
+            if n is None:
+                raise NamesError(
+                    f"{op}: attention matches q, k and v by name, but dim {i} of {label} is unnamed ({ops}). "
+                    "Name it with refine_names."
+                )
+    for n in (dim, key_dim, query_dim):
+        _check_name(n, op)
+    if dim == key_dim:
+        raise NamesError(
+            f"{op}: dim={dim!r} (the feature dim q and k contract) and key_dim={key_dim!r} (the keys' sequence "
+            f"dim) must be different dims ({ops})."
+        )
+    for label, names in (("q", q), ("k", k)):
+        if dim not in names:
+            raise NamesError(
+                f"{op}: dim={dim!r} must be the feature dim that q and k share and contract, but {label} has no "
+                f"dim {dim!r} ({ops}). Pass dim= the name of that dim, or rename it in {label}."
+            )
+    for label, names in (("k", k), ("v", v)):
+        if key_dim not in names:
+            raise NamesError(
+                f"{op}: key_dim={key_dim!r} must be the keys' sequence dim, in k and v, but {label} has no dim "
+                f"{key_dim!r} ({ops}). Pass key_dim= the name of that dim, or rename it in {label}."
+            )
+    if key_dim in q:
+        raise NamesError(
+            f"{op}: key_dim={key_dim!r} is also a dim of q ({ops}): the queries' and the keys' sequence dims "
+            f"need different names, e.g. k.rename({key_dim}='key'), v.rename({key_dim}='key') and key_dim='key'."
+        )
+    candidates = tuple(n for n in q if n != dim and n not in k)
+    if query_dim is not None:
+        if query_dim not in q or query_dim == dim:
+            raise NamesError(
+                f"{op}: query_dim={query_dim!r} must be the queries' sequence dim, a dim of q other than "
+                f"dim={dim!r} ({ops})."
+            )
+        if query_dim in k:
+            raise NamesError(
+                f"{op}: query_dim={query_dim!r} is also a dim of k ({ops}): the keys' sequence dim needs its "
+                f"own name, passed as key_dim."
+            )
+        seq = query_dim
+    elif len(candidates) == 1:
+        seq = candidates[0]
+    elif not candidates:
+        raise NamesError(
+            f"{op}: cannot infer the queries' sequence dim: it is the dim of q that is neither dim={dim!r} nor a "
+            f"dim of k, and q has none ({ops}). Give q a sequence dim that k lacks."
+        )
+    else:
+        raise NamesError(
+            f"{op}: cannot infer the queries' sequence dim: q has {len(candidates)} dims that are neither "
+            f"dim={dim!r} nor dims of k: {', '.join(repr(n) for n in candidates)} ({ops}). Pass query_dim= "
+            "to say which it is (the others are then batch dims that k and v lack and broadcast over, as in "
+            "multi-query attention), or give k and v the batch dims."
+        )
+    batch = tuple(n for n in q if n != dim and n != seq)
+    for n in k:
+        if n not in batch and n != key_dim and n != dim:
+            raise NamesError(
+                f"{op}: k's dim {n!r} is not a batch dim of q ({ops}): k's dims must be among q's batch dims "
+                f"{fmt(batch)}, key_dim={key_dim!r} and dim={dim!r}. Rename or remove it."
+            )
+    features = tuple(n for n in v if n not in batch and n != key_dim)
+    if len(features) != 1:
+        found = ", ".join(repr(n) for n in features) if features else "none"
+        raise NamesError(
+            f"{op}: v must have exactly one value-feature dim besides q's batch dims {fmt(batch)} and "
+            f"key_dim={key_dim!r}; found {found} ({ops}). Rename v's dims to match."
+        )
+    value = features[0]
+    if value == seq:
+        raise NamesError(
+            f"{op}: v's value-feature dim {value!r} is the queries' sequence dim, so the output would name two "
+            f"dims {value!r} ({ops}). Rename v's feature dim (e.g. to {dim!r})."
+        )
+    q_src = tuple(q.index(n) for n in batch + (seq, dim))
+    k_src = tuple(k.index(n) if n in k else -1 for n in batch + (key_dim, dim))
+    v_src = tuple(v.index(n) if n in v else -1 for n in batch + (key_dim, value))
+    out_names = tuple(value if n == dim else n for n in q)
+    return q_src, k_src, v_src, out_names, batch + (seq, key_dim)
+
+
+@_cache
+def attention_mask(mask: Names, weights: Names, q: Names, k: Names, v: Names,
+                   op: str = "scaled_dot_product_attention") -> Tuple[int, ...]:
+    """Align an attention mask to the weights by name: for each weights dim, the mask's axis or ``-1``.
+
+    Every dim of the mask is named and is one of the weights' dims (any subset, any order); the
+    dims it lacks broadcast.
+    """
+    ops = _qkv(q, k, v, mask)
+    for i, n in enumerate(mask):
+        if n is None:
+            raise NamesError(
+                f"{op}: the mask is aligned to the attention weights {fmt(weights)} by name, but its dim {i} is "
+                f"unnamed ({ops}). Name it with refine_names."
+            )
+        if n not in weights:
+            raise NamesError(
+                f"{op}: the mask's dim {n!r} is not a dim of the attention weights {fmt(weights)} ({ops}): a mask "
+                "is aligned by name, so its names must be among the weights' (q's batch dims, the queries' and the "
+                "keys' sequence dims). Rename it, or remove it."
+            )
+    return tuple(mask.index(n) if n in mask else -1 for n in weights)
+
+
+# --------------------------------------------------------------------------- fused layers and losses
+
+
+@_cache
+def match(expected: Names, got: Names, op: str, what: str, wanted: str) -> Optional[Tuple[int, ...]]:
+    """How an operand that must have the dims ``expected`` (a loss's target, a norm's weight) lines up with them.
+
+    ``None`` when it lines up dim by dim (equal names, or one of them ``None``: rule 2); else, when
+    every dim of both is named and the names are the same, the permutation ``perm`` with
+    ``got[perm[j]] == expected[j]`` (it is matched by name, in any order).  Anything else is a
+    NamesError; ``what`` is how the message calls the operand, ``wanted`` what ``expected`` are.
+    ``got`` has as many dims as ``expected`` (the caller checks).
+    """
+    try:
+        unify(expected, got, op)
+        return None
+    except NamesError:
+        pass
+    if None not in expected and None not in got and set(expected) == set(got):
+        return tuple(got.index(n) for n in expected)
+    raise NamesError(
+        f"{op}: {what} has names {fmt(got)} but must have {wanted} {fmt(expected)}: matched by name in any "
+        "order when every dim is named, else dim by dim with None matching any name (rule 2). "
+        f"Rename {what}'s dims (rename/refine_names) so that they match."
+    )
+
+
+@_cache
+def linear(x: Names, w: Names, bias: Optional[Names], dim: Hashable, out_dim: Name,
+           op: str = "linear") -> Tuple[int, Names]:
+    """``linear(x, w, bias, dim=, out_dim=)``: the axis of x contracted and the output names.
+
+    The weight is named ``(out, in)``.  ``dim`` (default: ``in`` if named, else x's last dim) is
+    contracted with ``in``; both must be equal where both are named.  The output has x's names with
+    ``dim`` replaced in place by ``out_dim`` (default: ``out``), which must not be another dim of x.
+    The bias is ``(out,)`` (or ``(out_dim,)``, or unnamed).
+    """
+    w_out, w_in = w
+    if dim is None:
+        if w_in is not None and w_in not in x:
+            raise NamesError(
+                f"{op}: the weight {fmt(w)} contracts {w_in!r}, but the input {fmt(x)} has no dim {w_in!r}. "
+                "Pass dim= naming the input's dim to contract, or rename the weight's second dim."
+            )
+        dim = -1 if w_in is None else w_in
+    ax = axis(x, dim, op)
+    if x[ax] is not None and w_in is not None and x[ax] != w_in:
+        raise NamesError(
+            f"{op}: the input {fmt(x)} is contracted over {_dim_label(x, ax)}, but the weight {fmt(w)} "
+            f"contracts {w_in!r}: a weight is named (out, in), with in the contracted dim's name. "
+            f"Rename the weight's second dim to {x[ax]!r}, or pass the dim it names."
+        )
+    out_name = w_out if out_dim is None else out_dim
+    _check_name(out_name, op)
+    if out_name is not None and out_name in x[:ax] + x[ax + 1 :]:
+        raise NamesError(
+            f"{op}: the output dim would be named {out_name!r}, which is already another dim of the input "
+            f"{fmt(x)} (weight {fmt(w)}); pass out_dim= a new name, or rename the weight's first dim."
+        )
+    if bias is not None and bias[0] is not None and bias[0] not in (w_out, out_name):
+        raise NamesError(
+            f"{op}: the bias {fmt(bias)} must be named like the output dim {out_name!r} (weight {fmt(w)}, "
+            f"input {fmt(x)}); rename the bias."
+        )
+    out = x[:ax] + (out_name,) + x[ax + 1 :]
+    return ax, validate(out, len(out), op)
+
+
+@_cache
+def embedding(indices: Names, w: Names, dim: Hashable, op: str = "embedding") -> Tuple[int, Names]:
+    """``embedding(indices, w, dim=)``: the weight's axis indexed (``dim``, default its first) and the
+    output names, the indices' plus the weight's other (embedding) name, last."""
+    wax = 0 if dim is None else axis(w, dim, op)
+    embed = w[1 - wax]
+    if embed is not None and embed in indices:
+        raise NamesError(
+            f"{op}: the indices {fmt(indices)} already have a dim named {embed!r}, the embedding dim of the "
+            f"weight {fmt(w)}; rename the indices' dim or the weight's."
+        )
+    out = indices + (embed,)
+    return wax, validate(out, len(out), op)
+
+
+@_cache
+def class_target(logits: Names, ax: int, target: Names, probs: bool,
+                 op: str = "cross_entropy") -> Tuple[Optional[Tuple[int, ...]], Optional[Tuple[int, ...]], Names]:
+    """Plan a loss's target against its logits, whose class dim is at ``ax``.
+
+    Class indices (``probs`` false) have the logits' dims without the class dim, class probabilities
+    all of them; either is matched by :func:`match`.  Returns ``(perm, out_perm, out_names)``: ``perm``
+    puts the target's dims in the logits' order (``None``: they are), ``out_perm`` puts the per-element
+    loss (the logits' dims without the class dim, in their order) in the target's order (``None``: it
+    is), and ``out_names`` are the names of that loss (``reduction="none"``): the target's dims (without
+    the class dim), with ``None`` filled by the logits' names.
+    """
+    rest = logits[:ax] + logits[ax + 1 :]
+    expected = logits if probs else rest
+    wanted = ("the logits' names" if probs else
+              f"the logits' names without the class dim {_dim_label(logits, ax)}, of {fmt(logits)},")
+    perm = match(expected, target, op, "the target", wanted)
+    if perm is None:
+        full = unify(expected, target, op)
+        out = full[:ax] + full[ax + 1 :] if probs else full
+        return None, None, validate(out, len(out), op)
+    order = tuple(n for n in target if n != logits[ax]) if probs else target
+    out_perm = tuple(rest.index(n) for n in order)
+    return perm, (None if out_perm == tuple(range(len(out_perm))) else out_perm), order
+
+
+@_cache
+def normalized(x: Names, dims: Hashable, op: str) -> Tuple[Tuple[int, ...], Names]:
+    """A normalisation's axes (sorted) and their names in x's order: what its weight and bias are matched to."""
+    axs = tuple(sorted(axes(x, dims, op)))
+    if not axs:
+        raise ValueError(f"{op}: give at least one dim to normalise over (the input has names {fmt(x)}).")
+    return axs, tuple(x[a] for a in axs)

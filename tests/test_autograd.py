@@ -542,3 +542,20 @@ def test_hook_on_one_output_of_a_multi_output_node():
     square.register_hook(lambda g: g * 0)
     (double + square).sum().backward()
     assert_close(x.grad, np.array([2.0, 2.0]))
+
+
+def test_leaf_gradients_own_their_buffers():
+    # optimizers and clipping edit .grad in place: one leaf's edit must not reach another's, or the caller's
+    x = nt.tensor(np.ones(3), names=("a",), requires_grad=True)
+    y = nt.tensor(np.ones(3), names=("a",), requires_grad=True)
+    (x + y).sum().backward()
+    with nt.no_grad():
+        x.grad.mul_(10.0)
+    np.testing.assert_array_equal(y.grad.numpy(), np.ones(3))
+    given = nt.tensor(np.full(3, 2.0), names=("a",))
+    x.grad = None
+    x.backward(given)
+    with nt.no_grad():
+        x.grad.add_(1.0)
+    np.testing.assert_array_equal(given.numpy(), np.full(3, 2.0))
+    assert x.grad.names == ("a",)

@@ -7,16 +7,56 @@ and are summed once.  Gradients are tensors; with ``create_graph=True`` the
 backward runs with grad mode on and records a graph of its own, which is how
 gradients of gradients work.  Saved arrays are released node by node unless
 ``retain_graph=True``.
+
+A leaf's new ``.grad`` owns its buffer: optimizers and clipping edit gradients in place, so a
+buffer that another leaf, the caller (``backward(gradient)``) or a view also sees is copied first.
 """
 
 from __future__ import annotations
 
 import heapq
+import sys
 from typing import Optional, Sequence
 
 from .._names import NamesError, fmt
 from . import graph
 from .graph import _GradMode
+
+
+_getrefcount = getattr(sys, "getrefcount", None)
+
+
+class _Holder:
+    __slots__ = ("_data",)
+
+
+def _refs(holder) -> int:
+    data = holder._data
+    return _getrefcount(data)
+
+
+def _exclusive_refs():
+    """What :func:`_refs` counts for an array that only its tensor references, on this interpreter
+    (None where counts cannot be trusted: no getrefcount, or free-threaded Python)."""
+    gil = getattr(sys, "_is_gil_enabled", None)
+    if _getrefcount is None or (gil is not None and not gil()):
+        return None
+    holder = _Holder()
+    holder._data = object()
+    return _refs(holder)
+
+
+_EXCLUSIVE = _exclusive_refs()
+
+
+def _own(g, taken: set):
+    """``g`` if nothing else can see its buffer, else a copy; ``taken`` holds the ids of
+    buffers already handed out in this backward."""
+    if (id(g._data) in taken or _EXCLUSIVE is None or not g._B.owns_writable(g._data)
+            or _refs(g) != _EXCLUSIVE):
+        g = g.clone()
+    taken.add(id(g._data))
+    return g
 
 
 def _as_seq(x):
@@ -187,6 +227,7 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
                         g = g.to(node.B._from_native[dt])
                     send(edge, g)
 
+    taken = {id(g._data) for g in grads}  # the caller's buffers stay the caller's
     for leaf, g in leaves.values():
         hooks = getattr(leaf, "_hooks", None)
         if hooks:
@@ -199,6 +240,8 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
         if inputs is not None:
             continue
         if not create_graph:
+            if leaf.grad is None:
+                g = _own(g, taken)
             g = g.detach()
         leaf.grad = g if leaf.grad is None else leaf.grad + g
         post = getattr(leaf, "_post_hooks", None)

@@ -11,7 +11,12 @@ CuPy backend comes with the GPU work.
 
 from __future__ import annotations
 
+import math
+
 from .. import _dtypes
+
+_SQRT_2 = math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 #: Array-API names every backend binds from its namespace.
 STANDARD = (
@@ -104,6 +109,15 @@ class Backend:
     def erf(self, x):
         """The error function, elementwise."""
         raise NotImplementedError
+
+    def gelu(self, x):
+        """Exact GELU and the normal CDF it multiplies by: ``(x * Phi(x), Phi(x))`` (float ``x``)."""
+        cdf = (self.erf(x / _SQRT_2) + 1) * 0.5
+        return x * cdf, cdf
+
+    def gelu_backward(self, x, cdf, g):
+        """GELU's input gradient ``g * (Phi(x) + x * phi(x))``, from the CDF its forward returned."""
+        return g * (cdf + x * self.exp(x * x * -0.5) * _INV_SQRT_2PI)
 
     def einsum(self, subscripts, *arrays):
         """NumPy's ``einsum`` with letter subscripts (``"ij,jk->ik"``)."""

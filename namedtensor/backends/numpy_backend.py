@@ -7,6 +7,7 @@ import operator
 
 import numpy as np
 
+from . import numpy_kernels
 from .base import Backend
 from .. import _dtypes
 
@@ -58,9 +59,17 @@ class NumpyBackend(Backend):
         return x.__class__ is np.ndarray and x.base is None and x.flags.writeable
 
     def erf(self, x):
+        if x.dtype == np.float32:
+            return numpy_kernels.erf32(x)
         if self._scipy_erf is not None:
             return self._scipy_erf(x)
         return erf_series(x)
+
+    def gelu(self, x):
+        return numpy_kernels.gelu(x, self.erf)
+
+    def gelu_backward(self, x, cdf, g):
+        return numpy_kernels.gelu_backward(x, cdf, g)
 
     def einsum(self, subscripts, *arrays):
         big = any(a.size > 4096 for a in arrays)

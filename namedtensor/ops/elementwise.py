@@ -13,7 +13,7 @@ import math
 from .. import _dtypes, _names
 from .._names import unify
 from ..autograd import graph
-from ..autograd.graph import Op, apply
+from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
 from . import _elision
 from ._elision import refcount as getrefcount
@@ -41,11 +41,6 @@ def _softplus(B, x):
     return B.log1p(B.exp(-B.abs(x))) + B.maximum(x, 0)
 
 
-def _gelu(B, x):
-    x = _floating(B, x)
-    return 0.5 * x * (1 + B.erf(x / _SQRT_2))
-
-
 def _silu(B, x):
     x = _floating(B, x)
     return x * _sigmoid(B, x)
@@ -71,8 +66,6 @@ UNARY = {
     "tanh": (lambda B, x: B.tanh(x), lambda x, y, g: g * (1 - y * y), "y"),
     "sigmoid": (_sigmoid, lambda x, y, g: g * y * (1 - y), "y"),
     "relu": (lambda B, x: B.maximum(x, 0), lambda x, y, g: where(x > 0, g, 0), "x"),
-    "gelu": (_gelu, lambda x, y, g: g * (0.5 * (1 + (x / _SQRT_2).erf()) + x * (-0.5 * x * x).exp() * _INV_SQRT_2PI),
-             "x"),
     "silu": (_silu, lambda x, y, g: g * _silu_grad(x), "x"),
     "softplus": (_softplus, lambda x, y, g: g * x.sigmoid(), "x"),
     "erf": (lambda B, x: B.erf(x), lambda x, y, g: g * (-(x * x)).exp() * _TWO_OVER_SQRT_PI, "x"),
@@ -129,6 +122,27 @@ for _name, (_fwd, _grad, _uses) in UNARY.items():
     globals()[_name] = UNARY_OPS[_name][1]
 
 
+class _Gelu(Op):
+    """Exact GELU, ``x * Phi(x)``, one fused kernel; the backward reuses the forward's ``Phi(x)``
+    unless it must build a graph (``create_graph``), where it recomputes it with tensor ops."""
+
+    name = "gelu"
+    saves = (0,)
+    stashes = True
+
+    @staticmethod
+    def forward(B, x):
+        return B.gelu(_floating(B, x))
+
+    @staticmethod
+    def backward(node, g):
+        (x,) = node.saved_tensors()
+        if not is_grad_enabled():
+            B = node.B
+            return (Tensor._make(B.gelu_backward(_floating(B, x._data), node.stash, g._data), g._names, B),)
+        return (g * (0.5 * (1 + (x / _SQRT_2).erf()) + x * (-0.5 * x * x).exp() * _INV_SQRT_2PI),)
+
+
 class _GeluTanh(Op):
     name = "gelu"
     saves = (0,)
@@ -153,7 +167,7 @@ _GELU_C = math.sqrt(2.0 / math.pi)
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:  # noqa: F811 - adds the tanh form
     """GELU, exact (``approximate="none"``, with erf) or the tanh approximation; keeps names."""
     if approximate == "none":
-        return UNARY_OPS["gelu"][1](x)
+        return apply(_Gelu, (_tensor_arg(x, "gelu"),), x._names)
     if approximate == "tanh":
         return apply(_GeluTanh, (_tensor_arg(x, "gelu"),), x._names)
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}.")

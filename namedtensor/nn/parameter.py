@@ -1,0 +1,62 @@
+"""``Parameter``: a named tensor that a :class:`~namedtensor.nn.Module` registers as learnable.
+
+A parameter is an ordinary leaf :class:`~namedtensor.Tensor` that requires grad;
+the subclass only marks it, so that ``module.weight = Parameter(...)`` registers
+it.  Ops on a parameter return plain tensors (names follow the op's rule as for
+any tensor); the parameter itself keeps its names for life, and so does its
+``.grad``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from .. import _names
+from ..ops.creation import tensor
+from ..tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A learnable tensor: ``Parameter(nt.zeros(4, 8, names=("hidden", "embed")))``.
+
+    ``data`` is a Tensor (its array is shared, not copied, and its names kept unless ``names=``
+    is given) or anything :func:`namedtensor.tensor` accepts.  ``requires_grad`` defaults to True.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, data=None, names: Optional[Sequence] = None, requires_grad: bool = True) -> "Parameter":
+        if data is None:
+            raise TypeError("Parameter: give the data, e.g. Parameter(nt.zeros(4, names=('hidden',))).")
+        if not isinstance(data, Tensor):
+            data = tensor(data, names=names)
+        p = Tensor.__new__(cls)
+        p._data = data._data
+        p._names = data._names if names is None else _names.validate(names, data.ndim, "Parameter")
+        p._B = data._B
+        p._node = None
+        p._rg = False
+        if hasattr(data, "_vc"):  # a parameter made from a tensor is a view of it, as in PyTorch
+            p._vc = data._vc
+        p.requires_grad_(requires_grad)
+        return p
+
+    def __init__(self, data=None, names: Optional[Sequence] = None, requires_grad: bool = True) -> None:
+        pass  # all done in __new__ (Tensor has no __init__ to call)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        return (_rebuild_parameter, (self._B.to_numpy(self.array), self._names, self.dtype.name, self._rg))
+
+    def __deepcopy__(self, memo) -> "Parameter":
+        p = Parameter(self.detach().clone(), requires_grad=self._rg)
+        memo[id(self)] = p
+        return p
+
+
+def _rebuild_parameter(array, names, dtype, requires_grad) -> Parameter:
+    return Parameter(tensor(array, names=names, dtype=dtype), requires_grad=requires_grad)

@@ -1,0 +1,254 @@
+"""Normalisation over named dims: ``layer_norm`` and ``rms_norm``, each one op on raw arrays.
+
+Name rule: the output keeps the input's names.  ``dims`` (a name, an int, or a tuple of them) are
+the dims normalised over (:func:`~namedtensor._names.normalized`); the weight and bias have exactly
+those dims, matched to them by name in any order (dim by dim, in the input's order, where a name is
+``None``: :func:`~namedtensor._names.match`), so ``("embed",)`` works wherever ``"embed"`` sits.
+
+The forward keeps only the per-row statistics (mean and inverse standard deviation), as PyTorch
+does.  The input's gradient ``rstd (u - mean(u) - xhat mean(u xhat))`` with ``u = g w`` is made from
+them and the saved input on raw arrays when no graph of the gradient is wanted, and with
+differentiable tensor ops otherwise (for gradients of gradients).  The per-row sums of products (the
+variance, ``mean(u xhat)``) are einsums when the normalised dims are the last ones: one pass, no temporary.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Hashable, NamedTuple, Optional, Tuple
+
+from .. import _names
+from ..autograd.graph import Op, apply, is_grad_enabled
+from ..tensor import Tensor
+from ._common import inverse_permutation, with_names
+from ._fused import floating, into, numel, same_dtype, tensor_arg
+from .naming import _permute
+from .shape import _reshape
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+class _Plan(NamedTuple):
+    """How a normalisation runs on an input of one shape."""
+
+    axes: Tuple[int, ...]  # normalised (sorted)
+    others: Tuple[int, ...]  # the rest
+    n: int  # elements normalised together
+    keep: Tuple[int, ...]  # the input's shape with 1 at the normalised axes
+    rows: Optional[str]  # einsum summing a product over the normalised axes, when they are the last ones
+    wperm: Optional[Tuple[int, ...]]  # the weight's dims in the input's order (None: they are)
+    bperm: Optional[Tuple[int, ...]]
+    bshape: Tuple[int, ...]  # a parameter's shape to broadcast against the input
+
+
+@lru_cache(maxsize=256)
+def _rows(ndim: int, axes: Tuple[int, ...]) -> Optional[str]:
+    # einsum is one pass without a temporary, but NumPy's optimised einsum is only fast (not
+    # transposing) when the summed axes are the last ones
+    if axes != tuple(range(ndim - len(axes), ndim)):
+        return None
+    full = _LETTERS[:ndim]
+    return f"{full},{full}->{full[: ndim - len(axes)]}"
+
+
+def _plan(op: str, x: Tensor, dims, weight: Optional[Tensor], bias: Optional[Tensor]) -> _Plan:
+    tensor_arg(x, op, "the input")
+    axes, norm_names = _names.normalized(x._names, _names.hashable_dims(dims), op)
+    floating(x, op, "the input")
+    shape = tuple(x._data.shape)
+    sizes = tuple(shape[a] for a in axes)
+    wanted = f"the names of the normalised dims of the input {_names.fmt(x._names)},"
+    perms = []
+    for p, what in ((weight, "the weight"), (bias, "the bias")):
+        if p is None:
+            perms.append(None)
+            continue
+        tensor_arg(p, op, what)
+        if p.ndim != len(axes):
+            raise ValueError(
+                f"{op}: {what} has {p.ndim} dims (names {_names.fmt(p._names)}) but {len(axes)} dims are "
+                f"normalised: {_names.fmt(norm_names)} of the input {_names.fmt(x._names)}."
+            )
+        perm = _names.match(norm_names, p._names, op, what, wanted)
+        psizes = tuple(p._data.shape) if perm is None else tuple(p._data.shape[i] for i in perm)
+        if psizes != sizes:
+            raise ValueError(
+                f"{op}: {what} has shape {p.shape} (names {_names.fmt(p._names)}), but the normalised dims "
+                f"{_names.fmt(norm_names)} of the input have sizes {sizes}."
+            )
+        same_dtype(x, p, op, what)
+        perms.append(perm)
+    rows = _rows(len(shape), axes)
+    keep = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    bshape = tuple(s if i in axes else 1 for i, s in enumerate(shape))
+    others = tuple(i for i in range(len(shape)) if i not in axes)
+    return _Plan(axes, others, numel(sizes), keep, rows, perms[0], perms[1], bshape)
+
+
+# ----------------------------------------------------------------------------- raw steps
+
+
+def _row_mean(B, a, b, plan: _Plan):
+    """``mean(a * b)`` over the normalised axes, kept as size 1."""
+    if plan.rows is None:
+        return B.mean(B.multiply(a, b), axis=plan.axes, keepdims=True)
+    return B.reshape(B.einsum(plan.rows, a, b), plan.keep) / plan.n
+
+
+def _aligned_raw(B, w, perm, plan: _Plan):
+    """A parameter's raw array laid out to broadcast against the input."""
+    if perm is not None:
+        w = B.permute_dims(w, perm)
+    return B.reshape(w, plan.bshape)
+
+
+def _param_raw(B, a, perm, plan: _Plan, names) -> Tensor:
+    """A parameter's gradient: ``a`` (the input's layout) summed over the other axes, laid out as the parameter."""
+    if plan.others:
+        a = B.sum(a, axis=plan.others)
+    if perm is not None:
+        a = B.permute_dims(a, inverse_permutation(perm))
+    return Tensor._make(a, names, B)
+
+
+def _grads_raw(node, g: Tensor, xhat, rstd, w: Optional[Tensor], centered: bool):
+    """The input's and the weight's gradients on raw arrays, from the normalised input ``xhat`` (a
+    temporary, which becomes the input's gradient): ``rstd (u - mean(u) - xhat mean(u xhat))`` with
+    ``u = g w`` (without ``mean(u)`` for RMS)."""
+    B, plan = node.B, node.params["plan"]
+    gd = g._data
+    gx = gw = None
+    if node.edges[1] is not None:
+        gw = _param_raw(B, B.multiply(gd, xhat), plan.wperm, plan, node.in_names[1])
+    if node.edges[0] is not None:
+        u = gd if w is None else B.multiply(gd, _aligned_raw(B, w._data, plan.wperm, plan))
+        dx = into(B, "add", into(B, "multiply", xhat, -_row_mean(B, u, xhat, plan)), u)
+        if centered:
+            dx = into(B, "subtract", dx, B.mean(u, axis=plan.axes, keepdims=True))
+        gx = Tensor._make(into(B, "multiply", dx, rstd), node.in_names[0], B)
+    return gx, gw
+
+
+# ----------------------------------------------------------------------------- differentiable steps
+
+
+def _aligned(w: Tensor, perm, plan: _Plan) -> Tensor:
+    """:func:`_aligned_raw`, differentiably, unnamed (the gradient goes back to ``w`` with its names)."""
+    w = with_names(w, _names.unnamed(w.ndim))
+    if perm is not None:
+        w = _permute(w, perm, w._names)
+    return _reshape(w, plan.bshape, _names.unnamed(len(plan.bshape)))
+
+
+def _param(t: Tensor, perm, plan: _Plan, names) -> Tensor:
+    """Sum ``t`` (the input's layout) over the other axes and lay it out as the parameter."""
+    if plan.others:
+        t = t.sum(plan.others)
+    t = with_names(t, _names.unnamed(t.ndim))
+    if perm is not None:
+        t = _permute(t, inverse_permutation(perm), t._names)
+    return with_names(t, names)
+
+
+def _grads(node, g: Tensor, x: Tensor, w: Optional[Tensor], centered: bool):
+    """The input's and the weight's gradients with tensor ops, the statistics recomputed from ``x``."""
+    plan = node.params["plan"]
+    axes = plan.axes
+    xu = with_names(x, _names.unnamed(x.ndim))
+    gu = with_names(g, _names.unnamed(g.ndim))
+    if centered:
+        xu = xu - xu.mean(axes, keepdim=True)
+    rstd = ((xu * xu).mean(axes, keepdim=True) + node.params["eps"]).rsqrt()
+    xhat = xu * rstd
+    gx = gw = None
+    if node.edges[1] is not None:
+        gw = _param(gu * xhat, plan.wperm, plan, node.in_names[1])
+    if node.edges[0] is not None:
+        u = gu if w is None else gu * _aligned(w, plan.wperm, plan)
+        inner = u - xhat * (u * xhat).mean(axes, keepdim=True)
+        if centered:
+            inner = inner - u.mean(axes, keepdim=True)
+        gx = with_names(inner * rstd, node.in_names[0])
+    return gx, gw
+
+
+# ----------------------------------------------------------------------------- layer_norm
+
+
+class _LayerNorm(Op):
+    name = "layer_norm"
+    saves = (0, 1)
+    stashes = True
+
+    @staticmethod
+    def forward(B, x, w, b, *, plan, eps):
+        mu = B.mean(x, axis=plan.axes, keepdims=True)
+        xc = x - mu
+        rstd = 1 / B.sqrt(_row_mean(B, xc, xc, plan) + eps)
+        y = into(B, "multiply", xc, rstd)
+        if w is not None:
+            y = into(B, "multiply", y, _aligned_raw(B, w, plan.wperm, plan))
+        if b is not None:
+            y = into(B, "add", y, _aligned_raw(B, b, plan.bperm, plan))
+        return y, (mu, rstd)
+
+    @staticmethod
+    def backward(node, g):
+        x, w = node.saved_tensors()
+        plan = node.params["plan"]
+        gb = None
+        if node.edges[2] is not None:
+            gb = _param(g, plan.bperm, plan, node.in_names[2])
+        if not is_grad_enabled():
+            B = node.B
+            mu, rstd = node.stash
+            return (*_grads_raw(node, g, into(B, "multiply", x._data - mu, rstd), rstd, w, True), gb)
+        return (*_grads(node, g, x, w, True), gb)
+
+
+def layer_norm(x: Tensor, dims: Hashable, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
+               eps: float = 1e-5) -> Tensor:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the dims ``dims``; keeps x's names.
+
+    ``dims`` is a name (or int) or a tuple of them; the mean and the (biased) variance are taken over
+    those dims together.  ``weight`` and ``bias`` have exactly those dims, matched by name in any order:
+
+        layer_norm(x, "embed", w, b)       # x (batch, seq, embed); w, b named ("embed",)
+    """
+    plan = _plan("layer_norm", x, dims, weight, bias)
+    return apply(_LayerNorm, (x, weight, bias), x._names, plan=plan, eps=float(eps))
+
+
+# ----------------------------------------------------------------------------- rms_norm
+
+
+class _RMSNorm(Op):
+    name = "rms_norm"
+    saves = (0, 1)
+    stashes = True
+
+    @staticmethod
+    def forward(B, x, w, *, plan, eps):
+        rstd = 1 / B.sqrt(_row_mean(B, x, x, plan) + eps)
+        y = B.multiply(x, rstd)
+        if w is not None:
+            y = into(B, "multiply", y, _aligned_raw(B, w, plan.wperm, plan))
+        return y, rstd
+
+    @staticmethod
+    def backward(node, g):
+        x, w = node.saved_tensors()
+        if not is_grad_enabled():
+            rstd = node.stash
+            return _grads_raw(node, g, node.B.multiply(x._data, rstd), rstd, w, False)
+        return _grads(node, g, x, w, False)
+
+
+def rms_norm(x: Tensor, dims: Hashable, weight: Optional[Tensor] = None, eps: float = 1e-6) -> Tensor:
+    """``x / sqrt(mean(x ** 2) + eps) * weight`` over the dims ``dims``; keeps x's names.
+
+    ``dims`` and ``weight`` are as in :func:`layer_norm` (the weight has exactly the normalised dims,
+    matched by name in any order).
+    """
+    plan = _plan("rms_norm", x, dims, weight, None)
+    return apply(_RMSNorm, (x, weight), x._names, plan=plan, eps=float(eps))
