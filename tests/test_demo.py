@@ -1,11 +1,77 @@
-"""The README's main job, ``python -m namedtensor.demo``, runs and learns (few steps here)."""
+"""The README's main job, ``python -m namedtensor.demo``: the task, a short run in-process (results,
+checkpoint, reload), the device error, and the command itself learning the task."""
 
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import namedtensor as nt
 from namedtensor import demo
 
 
-def test_demo_learns_a_classifier_with_named_dims(capsys):
-    accuracy = demo.main(["--steps", "30", "--seed", "0"])
-    out = capsys.readouterr().out
-    assert accuracy > 0.6  # four classes: chance is 0.25
-    assert "caught: mul: dims ('batch', 'height', 'width') and ('batch',) do not match" in out
-    assert "grad names ('feat', 'class')" in out
+def test_make_task_builds_named_sorting_problems_and_excludes_seen_ones():
+    inputs, targets = demo.make_task(50, seed=1)
+    assert inputs.names == targets.names == ("example", "seq")
+    assert inputs.shape == targets.shape == (50, demo.SEQ_LEN)
+    again, _ = demo.make_task(50, seed=1)
+    assert again.tolist() == inputs.tolist()
+    for x, y in zip(inputs.tolist(), targets.tolist()):
+        digits, answer = x[: demo.DIGITS], y[demo.DIGITS :]
+        assert x[demo.DIGITS] == demo.SEP
+        assert y[: demo.DIGITS] == [demo.IGNORE] * demo.DIGITS
+        assert answer == sorted(digits)
+        assert x[demo.DIGITS + 1 :] == answer[:-1]  # the input is the target shifted by one
+    full, _ = demo.make_task(60, seed=2)
+    held, _ = demo.make_task(60, seed=2, exclude=full[{"example": slice(0, 10)}])
+    assert held.tolist() == full.tolist()[10:]
+
+
+def test_short_run_trains_saves_and_reloads(tmp_path, capsys):
+    out = tmp_path / "ckpt"
+    result = demo.main(["--steps", "6", "--out", str(out), "--seed", "0", "--no-progress"])
+    printed = capsys.readouterr().out
+    assert len(result["losses"]) == 6
+    assert result["losses"][-1] < result["losses"][0] - 0.3
+    assert 0.0 <= result["token_accuracy"] <= 1.0 and 0.0 <= result["sequence_accuracy"] <= 1.0
+    assert [e["step"] for e in result["evals"]] == [2, 4]
+    assert result["reload_identical"] is True
+    path = out / "sorter.safetensors"
+    assert result["checkpoint"] == str(path) and path.exists()
+    checkpoint = nt.load(path)
+    assert checkpoint["step"] == 6
+    assert checkpoint["config"]["model"] == {"size": 64, "heads": 4, "layers": 2}
+    assert checkpoint["model"]["tok.weight"].names == ("vocab", "embed")
+    assert checkpoint["model"]["blocks.1.mlp.fc1.weight"].names == ("mlp", "embed")
+    assert set(checkpoint["optimizer"]) == {"state", "param_groups"}
+    model = demo.SortingTransformer(**checkpoint["config"]["model"])
+    model.load_state_dict(checkpoint["model"])
+    assert "attention weights ('batch', 'head', 'seq', 'key') [2, 4, 16, 16]" in printed
+    assert "logits ('batch', 'seq', 'vocab')" in printed
+    assert "reloaded checkpoint: outputs identical" in printed
+
+
+def test_unavailable_device_is_a_usage_error_with_the_library_message(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        demo.main(["--steps", "1", "--device", "tpu", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--device tpu: unknown device 'tpu'; use 'cpu', 'cuda' or 'cuda:N'." in err
+    assert "Traceback" not in err
+    assert not os.listdir(tmp_path)
+
+
+def test_the_command_learns_to_sort(tmp_path):
+    # 150 steps on the default seed: held-out token accuracy 0.976, whole answers 0.82 (chance 0.1, 1e-8)
+    run = subprocess.run([sys.executable, "-m", "namedtensor.demo", "--steps", "150", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "training: 100%" in run.stderr  # the progress bar
+    found = re.search(r"held-out token accuracy (\S+), whole sequences sorted exactly (\S+)", run.stdout)
+    assert found, run.stdout
+    assert float(found[1]) > 0.95
+    assert float(found[2]) > 0.6
+    assert "reloaded checkpoint: outputs identical" in run.stdout
+    assert (tmp_path / "sorter.safetensors").exists()
