@@ -4,9 +4,11 @@ The step is forward, backward and an AdamW update of a block (batch 16, seq 128,
 8 heads, MLP 1024) on the loss mean((block(x) - target)^2).  Both libraries start from the same
 weights, the script checks that their first losses agree, then the two steps take turns in
 shuffled rounds in this one process; figures are median milliseconds per step and the median
-of the per-round ratios.  Peak memory is measured in a separate process per library: the growth
-of the resident set over the steps (ru_maxrss after minus the resident set before the first step),
-so the libraries' own code and the model's weights are not counted.
+of the per-round ratios.  Peak memory is measured in a separate process per library: after one
+warm-up step, the high-water mark of the resident set over three more steps minus the resident set
+before them (Linux's VmHWM, restarted through /proc/self/clear_refs), so the libraries' code, the
+weights, the optimizer's state and one-time buffers are not counted: what remains is the step's
+activations, gradients and temporaries.
 
     pip install torch==2.13.0                       # the PyTorch column (a CPU build)
     python bench/train_step.py [--threads 2] [--rounds 15] [--causal]
@@ -47,7 +49,6 @@ if not os.environ.get("_NT_BENCH_CHILD"):
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 import random  # noqa: E402
-import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -163,21 +164,29 @@ def torch_step_fn(a: argparse.Namespace):
 # ----------------------------------------------------------------------------- measuring
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def memory_child(which: str) -> None:
-    """Print the peak growth of the resident set (MB) over three steps of one library."""
+    """Print the peak growth of the resident set (MB) over three steps of one library, after one
+    warm-up step (which allocates the optimizer's state and the libraries' one-time buffers)."""
     if which == "torch":
         torch.set_num_threads(ARGS.threads)
+    else:
+        nt.set_num_threads(ARGS.threads)
     step = (nt_step_fn if which == "namedtensor" else torch_step_fn)(ARGS)
-    before = _rss_mb()
+    step()
+    before = _status_mb("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # restart the high-water mark (VmHWM) from the current resident set
     for _ in range(3):
         step()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{max(peak - before, 0.0):.1f}")
+    print(f"{max(_status_mb('VmHWM') - before, 0.0):.1f}")
 
 
 def peak_memory(which: str) -> float:
@@ -219,6 +228,7 @@ def main() -> None:
         if abs(first["namedtensor"] - first["torch"]) > 1e-4 * abs(first["torch"]):
             raise SystemExit(f"the two blocks disagree: first losses {first}")
         print(f"first loss: namedtensor {first['namedtensor']:.6f}, torch {first['torch']:.6f} (same weights)")
+    nt.set_num_threads(a.threads)
     times = interleaved(steps, a.rounds)
     memory = {n: peak_memory(n) for n in steps}
     print()

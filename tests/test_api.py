@@ -43,3 +43,42 @@ def test_testing_tools_are_public():
 
     assert callable(gradcheck) and callable(gradgradcheck) and callable(assert_close)
     assert nt.testing.gradcheck is gradcheck
+
+
+MODEL_API = {
+    "nt": "save load set_num_threads get_num_threads nn optim data",
+    "nt.nn": """Module Parameter Sequential ModuleList ModuleDict Linear Embedding LayerNorm RMSNorm Dropout ReLU
+        GELU SiLU Tanh Sigmoid Softmax LogSoftmax Identity MultiheadAttention MLP TransformerBlock functional init""",
+    "nt.nn.functional": """linear softmax log_softmax cross_entropy nll_loss mse_loss dropout gelu relu silu sigmoid
+        tanh layer_norm rms_norm embedding scaled_dot_product_attention causal_mask""",
+    "nt.nn.init": """uniform_ normal_ constant_ zeros_ ones_ trunc_normal_ xavier_uniform_ xavier_normal_
+        kaiming_uniform_ kaiming_normal_ calculate_gain""",
+    "nt.optim": "Optimizer SGD Adam AdamW clip_grad_norm_ clip_grad_value_ lr_scheduler",
+    "nt.optim.lr_scheduler": """LRScheduler StepLR MultiStepLR ExponentialLR CosineAnnealingLR LinearLR LambdaLR
+        SequentialLR""",
+    "nt.data": "Dataset TensorDataset DataLoader Generator",
+}
+
+
+@pytest.mark.parametrize("where,name", [(w, n) for w, names in MODEL_API.items() for n in names.split()])
+def test_model_api_exists(where, name):
+    import namedtensor.nn.functional  # noqa: F401 - makes nt.nn.functional reachable by attribute
+    import namedtensor.optim.lr_scheduler  # noqa: F401
+
+    obj = eval(where, {"nt": nt})
+    assert hasattr(obj, name), f"{where}.{name} is missing"
+
+
+def test_readme_model_example_runs(tmp_path, monkeypatch):
+    # the README's Models example, run as written (it saves a checkpoint in the working directory)
+    import pathlib
+
+    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Models"):]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(compile(code, "README.md (Models)", "exec"), scope)
+    assert scope["loss"].ndim == 0 and scope["loss"].item() > 0
+    assert scope["model"].head.weight.names == ("vocab", "embed")
+    assert (tmp_path / "ckpt.safetensors").exists()

@@ -15,6 +15,7 @@ import namedtensor.nn.functional as F
 from namedtensor.ops.dense import dropout, embedding, linear
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
 from namedtensor.testing import strategies as nts
+from helpers import grads
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -22,14 +23,6 @@ pytestmark = pytest.mark.usefixtures("backend")
 def t64(shape, names=None, seed=0, requires_grad=True):
     a = np.random.default_rng(seed).uniform(-2, 2, size=shape)
     return nt.tensor(a, names=names, requires_grad=requires_grad)
-
-
-def grads(fn, inputs, create_graph):
-    """Gradients of sum(fn(*inputs) * fixed weights), the backward run with or without a graph."""
-    inputs = [x.detach().requires_grad_() for x in inputs]
-    out = fn(*inputs)
-    w = nt.tensor(np.random.default_rng(5).uniform(-1, 1, size=out.shape), names=out.names, dtype=out.dtype)
-    return [g.detach().numpy() for g in nt.grad((out * w).sum(), inputs, create_graph=create_graph)]
 
 
 # ----------------------------------------------------------------------------- linear: values and names

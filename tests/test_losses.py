@@ -17,6 +17,7 @@ import namedtensor as nt
 from namedtensor.ops.losses import cross_entropy, mse_loss, nll_loss
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
 from namedtensor.testing import strategies as nts
+from helpers import grads
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -58,14 +59,6 @@ def np_nll(logp, target, ax, ignore_index=None, reduction="mean"):
     if reduction == "none":
         return loss
     return loss.sum() if reduction == "sum" else (loss.sum() / valid.sum() if valid.any() else np.nan)
-
-
-def grads(fn, inputs, create_graph):
-    """Gradients of sum(fn(*inputs) * fixed weights), the backward run with or without a graph."""
-    inputs = [x.detach().requires_grad_() for x in inputs]
-    out = fn(*inputs)
-    w = nt.tensor(np.random.default_rng(5).uniform(-1, 1, size=out.shape), names=out.names, dtype=out.dtype)
-    return [g.detach().numpy() for g in nt.grad((out * w).sum(), inputs, create_graph=create_graph)]
 
 
 # ----------------------------------------------------------------------------- cross_entropy: values, names

@@ -14,6 +14,7 @@ import namedtensor as nt
 from namedtensor.ops.normalization import layer_norm, rms_norm
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
 from namedtensor.testing import strategies as nts
+from helpers import grads
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -31,14 +32,6 @@ def np_norm(x, axes, w, b, eps, centered):
     if w is not None:
         y = y * w
     return y if b is None else y + b
-
-
-def grads(fn, inputs, create_graph):
-    """Gradients of sum(fn(*inputs) * fixed weights), the backward run with or without a graph."""
-    inputs = [x.detach().requires_grad_() for x in inputs]
-    out = fn(*inputs)
-    w = nt.tensor(np.random.default_rng(5).uniform(-1, 1, size=out.shape), names=out.names, dtype=out.dtype)
-    return [g.detach().numpy() for g in nt.grad((out * w).sum(), inputs, create_graph=create_graph)]
 
 
 @st.composite

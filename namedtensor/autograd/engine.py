@@ -272,3 +272,21 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
     inputs = [inputs] if single else list(inputs)
     return run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=inputs,
                         allow_unused=allow_unused)
+
+
+def zero_grads(tensors, set_to_none: bool = True) -> None:
+    """Reset the ``.grad`` of each tensor, for ``Module.zero_grad`` and ``Optimizer.zero_grad``: to None
+    (no memory kept; the next backward assigns), or to zeros, in place as in PyTorch (a leaf's
+    gradient owns its buffer); a gradient with a graph (``create_graph``) is replaced by plain zeros."""
+    for t in tensors:
+        g = t.grad
+        if g is None:
+            continue
+        if set_to_none:
+            t.grad = None
+        elif g._rg:
+            B = g._B
+            t.grad = graph.Tensor._make(B.zeros_like(g._data), g._names, B)
+        else:
+            with _GradMode(False):
+                g.zero_()

@@ -24,7 +24,34 @@ def _index(i: Any, n: int, what: str) -> int:
     return i % n
 
 
-class Sequential(Module):
+class _Positional(Module):
+    """What ``Sequential`` and ``ModuleList`` share: modules addressed by position."""
+
+    def __delitem__(self, i: Union[int, slice]) -> None:
+        keys = list(self._modules)
+        doomed = keys[i] if isinstance(i, slice) else [keys[_index(i, len(self), type(self).__name__)]]
+        for k in doomed:
+            del self._modules[k]
+        _renumber(self)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> Any:
+        """Add ``module`` at the end; returns self."""
+        self.add_module(str(len(self)), module)
+        return self
+
+    def insert(self, index: int, module: Module) -> Any:
+        """Put ``module`` before position ``index``; returns self."""
+        _insert(self, index, module, type(self).__name__)
+        return self
+
+
+class Sequential(_Positional):
     """Modules run one after the other: ``Sequential(Linear(...), GELU(), Linear(...))``, or from an
     ``OrderedDict`` of named modules.  Reads what its first module reads, writes what its last writes."""
 
@@ -52,33 +79,10 @@ class Sequential(Module):
         key = list(self._modules)[_index(i, len(self), "Sequential")]
         self.add_module(key, module)
 
-    def __delitem__(self, i: Union[int, slice]) -> None:
-        keys = list(self._modules)
-        doomed = keys[i] if isinstance(i, slice) else [keys[_index(i, len(self), "Sequential")]]
-        for k in doomed:
-            del self._modules[k]
-        _renumber(self)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-    def append(self, module: Module) -> "Sequential":
-        """Add ``module`` at the end; returns self."""
-        self.add_module(str(len(self)), module)
-        return self
-
     def extend(self, modules: Iterable[Module]) -> "Sequential":
         """Add each of ``modules`` at the end; returns self."""
         for m in modules:
             self.append(m)
-        return self
-
-    def insert(self, index: int, module: Module) -> "Sequential":
-        """Put ``module`` before position ``index``; returns self."""
-        _insert(self, index, module, "Sequential")
         return self
 
 
@@ -106,7 +110,7 @@ def _insert(container: Module, index: int, module: Module, what: str) -> None:
         container._modules[str(i)] = m
 
 
-class ModuleList(Module):
+class ModuleList(_Positional):
     """A list of modules (registered, unlike a plain list): ``self.blocks = ModuleList([...])``.
     It has no ``forward``; iterate over it in yours."""
 
@@ -123,26 +127,8 @@ class ModuleList(Module):
     def __setitem__(self, i: int, module: Module) -> None:
         self.add_module(str(_index(i, len(self), "ModuleList")), module)
 
-    def __delitem__(self, i: Union[int, slice]) -> None:
-        keys = list(self._modules)
-        doomed = keys[i] if isinstance(i, slice) else [keys[_index(i, len(self), "ModuleList")]]
-        for k in doomed:
-            del self._modules[k]
-        _renumber(self)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)
-
-    def append(self, module: Module) -> "ModuleList":
-        """Add ``module`` at the end; returns self."""
-        self.add_module(str(len(self)), module)
-        return self
 
     def extend(self, modules: Iterable[Module]) -> "ModuleList":
         """Add each of ``modules`` at the end; returns self."""
@@ -151,10 +137,6 @@ class ModuleList(Module):
         for m in modules:
             self.append(m)
         return self
-
-    def insert(self, index: int, module: Module) -> None:
-        """Put ``module`` before position ``index``."""
-        _insert(self, index, module, "ModuleList")
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ModuleList has no forward(): iterate over it (for m in self.layers: x = m(x)).")

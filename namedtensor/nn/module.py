@@ -20,6 +20,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple, Union
 
 from .. import _dtypes, _names, backends
+from ..autograd.engine import zero_grads
 from ..autograd.graph import no_grad
 from ..ops.dtype import _target
 from ..tensor import Tensor
@@ -268,18 +269,8 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Reset the parameters' gradients: drop them (default) or fill them with zeros in place."""
-        for p in self.parameters():
-            g = p.grad
-            if g is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                if g.grad_fn is not None:
-                    g.detach_()
-                with no_grad():
-                    g.zero_()
+        """Reset the parameters' gradients: drop them (default) or set them to zeros."""
+        zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn: Callable[["Module"], Any]) -> "Module":
         """Call ``fn`` on every sub-module (depth first, children before parents), then on this one."""

@@ -20,6 +20,7 @@ from collections import defaultdict
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .. import _names
+from ..autograd.engine import zero_grads
 from ..autograd.graph import enable_grad
 from ..tensor import Tensor
 
@@ -120,18 +121,9 @@ class Optimizer:
     # ------------------------------------------------------------------ gradients and steps
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients: to ``None`` (the default: no memory kept, the next backward assigns)
-        or to zeros.  Zeros are fresh tensors: after backward a ``.grad`` may share its buffer with
-        another tensor, so it is never written in place."""
+        or to zeros."""
         for group in self.param_groups:
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    B = g._B
-                    p.grad = Tensor._make(B.zeros_like(g.array), g._names, B)
+            zero_grads(group["params"], set_to_none)
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """Update every parameter that has a grad, in place.  ``closure`` (optional) re-evaluates the
