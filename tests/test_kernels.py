@@ -1,4 +1,5 @@
-"""The NumPy backend's blockwise kernels: the same results on one thread and on several."""
+"""The NumPy backend's blockwise kernels: the same results on one thread and on several, and the
+row-wise LayerNorm/RMSNorm kernels against the generic backend methods (in float64)."""
 
 import numpy as np
 import pytest
@@ -6,6 +7,10 @@ import threadpoolctl
 
 import namedtensor as nt
 from namedtensor.backends import numpy_kernels
+from namedtensor.backends.base import Backend
+from namedtensor.backends.numpy_backend import NumpyBackend
+from namedtensor.ops.normalization import layer_norm, rms_norm
+from helpers import grads
 
 
 @pytest.fixture
@@ -52,3 +57,99 @@ def test_set_num_threads_sets_blas_threads_too(small_blocks):
     nt.set_num_threads(1)
     blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
     assert blas and all(p["num_threads"] == 1 for p in blas)
+
+
+# ----------------------------------------------------------------------------- LayerNorm / RMSNorm rows
+
+
+def norm_case(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    n = shape[-1]
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)  # an offset mean, so centring matters
+    w, b = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+    return x, w, b, rng.standard_normal(shape).astype(dtype)
+
+
+def run_norm(x, w, b, g, centered):
+    """The kernels' forward and every gradient."""
+    n = x.shape[-1]
+    y, mean, rstd = numpy_kernels.norm_rows(x, n, w, b, 1e-5, centered)
+    return (y, mean, rstd, *numpy_kernels.norm_rows_backward(x, n, mean, rstd, w, g, True, w is not None, centered))
+
+
+def generic_norm(x, w, b, g, centered):
+    """The generic backend methods in float64: the reference."""
+    B, n = NumpyBackend(), x.shape[-1]
+    x, g = x.astype(np.float64), g.astype(np.float64)
+    w, b = (None if p is None else p.astype(np.float64) for p in (w, b))
+    y, mean, rstd = Backend.norm_rows(B, x, n, w, b, 1e-5, centered)
+    return (y, mean, rstd, *Backend.norm_rows_backward(B, x, n, mean, rstd, w, g, True, w is not None, centered))
+
+
+# 300 rows of 37: blocks of 27 rows, the last one partial; 2 rows of 5000: one row a block, fewer
+# rows than threads, scratch too large to keep; one row
+@pytest.mark.parametrize("shape", [(3, 100, 37), (2, 5000), (1, 37)])
+@pytest.mark.parametrize("centered", [True, False])
+@pytest.mark.parametrize("use_w", [True, False])
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-6), (np.float64, 1e-13)])
+def test_norm_rows_match_the_generic_methods_on_any_thread_count(small_blocks, shape, centered, use_w, dtype, tol):
+    x, w, b, g = norm_case(shape, dtype)
+    w, b = (w, b) if use_w else (None, None)
+    if not centered:
+        b = None
+    nt.set_num_threads(1)
+    ref = run_norm(x, w, b, g, centered)
+    for got, want in zip(ref, generic_norm(x, w, b, g, centered)):
+        assert (got is None) == (want is None)
+        if got is not None:
+            assert got.dtype == dtype and got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=0, atol=tol * np.max(np.abs(want)))
+    for threads in (2, 3):
+        nt.set_num_threads(threads)
+        for got, want in zip(run_norm(x, w, b, g, centered), ref):
+            if want is not None:
+                np.testing.assert_array_equal(got, want)
+
+
+def test_norm_rows_backward_gives_only_the_wanted_gradients(small_blocks):
+    x, w, b, g = norm_case((300, 37), np.float32)
+    _, mean, rstd = numpy_kernels.norm_rows(x, 37, w, b, 1e-5, True)
+    full = numpy_kernels.norm_rows_backward(x, 37, mean, rstd, w, g, True, True, True)
+    for wants in [(True, False, False), (False, True, False), (False, False, True), (False, True, True)]:
+        got = numpy_kernels.norm_rows_backward(x, 37, mean, rstd, w, g, *wants)
+        for want, a, b_ in zip(wants, got, full):
+            if want:
+                np.testing.assert_array_equal(a, b_)
+            else:
+                assert a is None
+
+
+@pytest.mark.parametrize("fn", [layer_norm, rms_norm])
+def test_norms_run_the_row_kernels_for_trailing_dims_of_row_major_inputs(small_blocks, monkeypatch, fn):
+    calls = []
+    for name in ("norm_rows", "norm_rows_backward"):
+        kernel = getattr(numpy_kernels, name)
+        monkeypatch.setattr(numpy_kernels, name, lambda *a, _k=kernel, _n=name: calls.append(_n) or _k(*a))
+    x, w, _, _ = norm_case((4, 30, 37), np.float32)
+    xt = nt.tensor(x, names=("batch", "seq", "embed"), requires_grad=True)
+    wt = nt.tensor(w, names=("embed",), requires_grad=True)
+    fn(xt, "embed", wt).sum().backward()
+    assert calls == ["norm_rows", "norm_rows_backward"]
+    calls.clear()
+    fn(xt.permute("seq", "batch", "embed"), "embed", wt).sum().backward()  # a view, not row-major
+    fn(xt, "seq", wt.rename(embed="seq")[:30]).sum().backward()  # not the last dim
+    assert calls == []
+
+
+@pytest.mark.parametrize("fn", [layer_norm, rms_norm])
+def test_norms_agree_on_row_major_and_other_layouts(small_blocks, fn):
+    rng = np.random.default_rng(3)
+    x = nt.tensor(rng.uniform(-2, 2, (37, 4, 30)), names=("embed", "batch", "seq"))
+    w = nt.tensor(rng.uniform(-2, 2, 37), names=("embed",))
+    view = x.permute("batch", "seq", "embed")  # the existing whole-array steps
+    copy = nt.tensor(view.numpy().copy(), names=view.names)  # the row kernels
+    for create_graph in (False, True):
+        for a, b in zip(grads(lambda x, w: fn(x, "embed", w), [view, w], create_graph),
+                        grads(lambda x, w: fn(x, "embed", w), [copy, w], create_graph)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(fn(view, "embed", w).numpy(), fn(copy, "embed", w).numpy(), rtol=1e-12, atol=1e-12)

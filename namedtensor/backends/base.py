@@ -119,6 +119,50 @@ class Backend:
         """GELU's input gradient ``g * (Phi(x) + x * phi(x))``, from the CDF its forward returned."""
         return g * (cdf + x * self.exp(x * x * -0.5) * _INV_SQRT_2PI)
 
+    def norm_rows(self, x, n: int, w, b, eps: float, centered: bool):
+        """LayerNorm (``centered``) or RMSNorm of each row of ``x`` seen as a matrix of rows of ``n``
+        elements (``x`` float, row-major):  ``(x - mean) * rstd * w + b`` with
+        ``rstd = 1 / sqrt(mean((x - mean) ** 2) + eps)`` (RMSNorm: no ``mean``, no ``b``); ``w`` and ``b``
+        have shape (n,) or are None.  Returns ``(y, mean, rstd)``: ``y`` of ``x``'s shape, the statistics
+        of shape (rows,) (``mean`` None for RMSNorm)."""
+        shape = x.shape
+        x = self.reshape(x, (-1, n))
+        mean = None
+        if centered:
+            mean = self.mean(x, axis=1)
+            x = x - self.expand_dims(mean, axis=1)
+        rstd = 1 / self.sqrt(self.mean(x * x, axis=1) + eps)
+        y = x * self.expand_dims(rstd, axis=1)
+        if w is not None:
+            y = y * w
+        if b is not None:
+            y = y + b
+        return self.reshape(y, shape), mean, rstd
+
+    def norm_rows_backward(self, x, n: int, mean, rstd, w, g, want_x: bool, want_w: bool, want_b: bool):
+        """The gradients ``(gx, gw, gb)`` of :meth:`norm_rows` for the output's gradient ``g`` (``x``'s
+        shape), from the statistics it returned (``mean`` None for RMSNorm); each is None unless wanted.
+        ``gx = rstd (u - mean(u) - xhat mean(u xhat))`` with ``u = g w`` (RMSNorm: no ``mean(u)``)."""
+        shape = x.shape
+        x, g = self.reshape(x, (-1, n)), self.reshape(g, (-1, n))
+        rstd = self.expand_dims(rstd, axis=1)
+        xhat = (x if mean is None else x - self.expand_dims(mean, axis=1)) * rstd
+        gw = self.sum(g * xhat, axis=0) if want_w else None
+        gb = self.sum(g, axis=0) if want_b else None
+        gx = None
+        if want_x:
+            u = g if w is None else g * w
+            inner = u - xhat * self.mean(u * xhat, axis=1, keepdims=True)
+            if mean is not None:
+                inner = inner - self.mean(u, axis=1, keepdims=True)
+            gx = self.reshape(inner * rstd, shape)
+        return gx, gw, gb
+
+    def row_major(self, x) -> bool:
+        """Whether ``x``'s elements lie in memory in row-major order (True where the backend has no
+        notion of layout): then a reshape of ``x`` is free and its rows are contiguous."""
+        return True
+
     def einsum(self, subscripts, *arrays):
         """NumPy's ``einsum`` with letter subscripts (``"ij,jk->ik"``)."""
         raise NotImplementedError

@@ -71,6 +71,19 @@ class NumpyBackend(Backend):
     def gelu_backward(self, x, cdf, g):
         return numpy_kernels.gelu_backward(x, cdf, g)
 
+    def norm_rows(self, x, n, w, b, eps, centered):
+        if _kernel_rows(x, w, b):
+            return numpy_kernels.norm_rows(x, n, w, b, eps, centered)
+        return super().norm_rows(x, n, w, b, eps, centered)
+
+    def norm_rows_backward(self, x, n, mean, rstd, w, g, want_x, want_w, want_b):
+        if _kernel_rows(x, w, g):
+            return numpy_kernels.norm_rows_backward(x, n, mean, rstd, w, g, want_x, want_w, want_b)
+        return super().norm_rows_backward(x, n, mean, rstd, w, g, want_x, want_w, want_b)
+
+    def row_major(self, x) -> bool:
+        return x.flags.c_contiguous
+
     def einsum(self, subscripts, *arrays):
         big = any(a.size > 4096 for a in arrays)
         return np.einsum(subscripts, *arrays, optimize="greedy" if big or len(arrays) > 2 else False)
@@ -118,6 +131,13 @@ class NumpyBackend(Backend):
 
     def randint(self, low, high, shape, dtype):
         return self._rng.integers(low, high, shape, dtype=self._to_native[dtype])
+
+
+def _kernel_rows(x, *others) -> bool:
+    """Whether the row kernels take ``x`` (float32/64, C-contiguous, nonempty) with ``others`` (of its
+    dtype, or None)."""
+    return (x.dtype in (np.float32, np.float64) and x.size > 0 and x.flags.c_contiguous
+            and all(o is None or o.dtype == x.dtype for o in others))
 
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)

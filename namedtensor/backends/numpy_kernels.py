@@ -1,11 +1,21 @@
-"""Fused elementwise kernels for the NumPy backend: erf in float32, and GELU forward and backward.
+"""Fused kernels for the NumPy backend: erf in float32, GELU forward and backward, and LayerNorm /
+RMSNorm forward and backward over the rows of a matrix.
 
 NumPy makes one pass over memory per operation, and a chain of them on a large array streams it
 through main memory each time.  These kernels walk the data in blocks that stay in the CPU cache
 and run every step of the formula on one block, in preallocated scratch buffers.  NumPy releases
-the GIL inside each operation, so the blocks are shared out among a pool of threads
-(:func:`set_num_threads`; by default ``OMP_NUM_THREADS``, else the CPUs this process may use), as
-PyTorch runs its elementwise kernels on its intra-op threads.
+the GIL inside each operation, so the elementwise kernels share their blocks out among a pool of
+threads (:func:`set_num_threads`; by default ``OMP_NUM_THREADS``, else the CPUs this process may
+use), as PyTorch runs its elementwise kernels on its intra-op threads.
+
+The norm kernels (:func:`norm_rows`, :func:`norm_rows_backward`) walk blocks of whole rows on the
+calling thread (:func:`run_rows`).  Their operations are short, and in a training step the other
+cores are mostly held by OpenBLAS's worker threads, which spin for a while after every matrix
+product: a second thread of ours would only take turns with one of them (measured: slower than one
+thread there, though faster in isolation).  They favour in-place operations on whole blocks
+(NumPy's fastest loops, about twice as fast as writing a third buffer, and faster than
+broadcasting a per-row value along rows as short as a model's width), so a per-row value is first
+spread over a scratch block.  Their results do not depend on the number of threads.
 
 float32 ``erf`` is the rational approximation used by Eigen and XLA (an odd polynomial over an
 even one on [-4, 4], beyond which float32 erf is +-1): absolute error below 5e-7, a few float32
@@ -96,6 +106,41 @@ def run_blocks(n: int, work, n_scratch: int, dtype) -> None:
         f.result()
 
 
+def rows_per_block(width: int) -> int:
+    """How many rows of ``width`` elements :func:`run_rows` puts in a block (at least one)."""
+    return max(1, BLOCK // max(width, 1))
+
+
+_kept = threading.local()
+
+
+def _kept_scratch(count: int, shape, dtype) -> list:
+    """``count`` scratch arrays of ``shape`` (rows, width), kept by the calling thread from one call to
+    the next: fresh memory this size is mapped (page faults) and unmapped again on every call."""
+    size = shape[0] * shape[1]
+    if size > 4 * BLOCK:  # a few very wide rows: not worth keeping
+        return [np.empty(shape, dtype) for _ in range(count)]
+    kept = getattr(_kept, "buffers", None)
+    if kept is None:
+        kept = _kept.buffers = {}
+    dtype = np.dtype(dtype)
+    buffers = kept.get(dtype, [])
+    if len(buffers) < count or buffers[0].size < size:
+        buffers = kept[dtype] = [np.empty(max(size, BLOCK), dtype) for _ in range(max(count, len(buffers)))]
+    return [b[:size].reshape(shape) for b in buffers[:count]]
+
+
+def run_rows(rows: int, width: int, work, n_scratch: int, dtype) -> None:
+    """Call ``work(i, j, scratch)`` on the calling thread for consecutive blocks of rows ``[i, j)``
+    covering ``range(rows)`` (:func:`rows_per_block` rows each), with ``n_scratch`` scratch buffers
+    of shape ``(j - i, width)``."""
+    step = rows_per_block(width)
+    scratch = _kept_scratch(n_scratch, (min(step, rows), width), dtype)
+    for i in range(0, rows, step):
+        j = min(i + step, rows)
+        work(i, j, [b[: j - i] for b in scratch])
+
+
 def _horner(x2, coeffs, out):
     """``out`` = the polynomial with ``coeffs`` (highest power first) at ``x2``."""
     np.multiply(x2, coeffs[0], out=out)
@@ -177,3 +222,85 @@ def gelu_backward(x, cdf, g):
 
     run_blocks(fx.size, work, 1, fx.dtype)
     return out.reshape(np.shape(x))
+
+
+def norm_rows(x, n: int, w, b, eps: float, centered: bool):
+    """LayerNorm (``centered``) or RMSNorm of the rows of ``n`` elements of the C-contiguous float array
+    ``x``: ``(y, mean, rstd)`` as ``Backend.norm_rows`` describes."""
+    y = np.empty(x.shape, x.dtype)
+    x2, y2 = x.reshape(-1, n), y.reshape(-1, n)
+    rows = x2.shape[0]
+    mean = np.empty(rows, x.dtype) if centered else None
+    rstd = np.empty(rows, x.dtype)
+
+    def work(i, j, scratch):
+        (t,) = scratch
+        xb, yb, r = x2[i:j], y2[i:j], rstd[i:j]
+        src = xb
+        if centered:
+            m = mean[i:j]
+            np.einsum("ij->i", xb, out=m)
+            m /= n
+            np.copyto(t, m[:, None])
+            np.subtract(xb, t, out=t)
+            src = t
+        np.einsum("ij,ij->i", src, src, out=r)
+        r /= n
+        r += eps
+        np.sqrt(r, out=r)
+        np.divide(1, r, out=r)
+        np.copyto(yb, r[:, None])
+        yb *= src
+        if w is not None:
+            yb *= w
+        if b is not None:
+            yb += b
+
+    run_rows(rows, n, work, 1, x.dtype)
+    return y, mean, rstd
+
+
+def norm_rows_backward(x, n: int, mean, rstd, w, g, want_x: bool, want_w: bool, want_b: bool):
+    """The gradients ``(gx, gw, gb)`` of :func:`norm_rows` (``mean`` None for RMSNorm), as
+    ``Backend.norm_rows_backward`` describes: ``gx = u - xhat mean(u xhat) - mean(u)`` with
+    ``u = g w rstd`` (no ``mean(u)`` for RMSNorm)."""
+    x2, g2 = x.reshape(-1, n), np.reshape(g, (-1, n))
+    rows = x2.shape[0]
+    gx = np.empty(x.shape, x.dtype) if want_x else None
+    gx2 = gx.reshape(-1, n) if want_x else None
+    gw = np.zeros(n, x.dtype) if want_w else None  # sums of the blocks' column sums
+    gb = np.zeros(n, x.dtype) if want_b else None
+
+    def work(i, j, scratch):
+        xhat, u = scratch
+        xb, gblock = x2[i:j], g2[i:j]
+        np.copyto(u, rstd[i:j, None])
+        if mean is None:
+            np.multiply(xb, u, out=xhat)
+        else:
+            np.copyto(xhat, mean[i:j, None])
+            np.subtract(xb, xhat, out=xhat)
+            xhat *= u
+        if want_w:
+            np.add(gw, np.einsum("ij,ij->j", gblock, xhat), out=gw)
+        if want_b:
+            np.add(gb, np.einsum("ij->j", gblock), out=gb)
+        if not want_x:
+            return
+        if w is not None:
+            u *= w
+        u *= gblock
+        c = np.einsum("ij,ij->i", u, xhat)
+        c /= n
+        out = gx2[i:j]
+        np.copyto(out, c[:, None])
+        out *= xhat
+        if mean is not None:
+            c = np.einsum("ij->i", u)
+            c /= n
+            np.copyto(xhat, c[:, None])
+            out += xhat
+        np.subtract(u, out, out=out)
+
+    run_rows(rows, n, work, 2, x.dtype)
+    return gx, gw, gb

@@ -8,8 +8,12 @@ those dims, matched to them by name in any order (dim by dim, in the input's ord
 The forward keeps only the per-row statistics (mean and inverse standard deviation), as PyTorch
 does.  The input's gradient ``rstd (u - mean(u) - xhat mean(u xhat))`` with ``u = g w`` is made from
 them and the saved input on raw arrays when no graph of the gradient is wanted, and with
-differentiable tensor ops otherwise (for gradients of gradients).  The per-row sums of products (the
-variance, ``mean(u xhat)``) are einsums when the normalised dims are the last ones: one pass, no temporary.
+differentiable tensor ops otherwise (for gradients of gradients).  When the normalised dims are the
+last ones of a row-major input (the usual case: ``embed`` last), the input is a matrix of rows and
+the forward and that raw backward are the backend's fused row kernels (``B.norm_rows``,
+``B.norm_rows_backward``).  Otherwise they are steps on whole arrays, whose per-row sums of products
+(the variance, ``mean(u xhat)``) are einsums when the normalised dims are the last ones: one pass,
+no temporary.
 """
 
 from __future__ import annotations
@@ -88,6 +92,32 @@ def _plan(op: str, x: Tensor, dims, weight: Optional[Tensor], bias: Optional[Ten
 # ----------------------------------------------------------------------------- raw steps
 
 
+def _fused(B, x, plan: _Plan) -> bool:
+    """Whether the backend's row kernels run this normalisation of the raw input ``x``: the normalised
+    axes are the last ones and ``x`` is row-major, so it is a matrix of rows of ``plan.n`` elements."""
+    return plan.rows is not None and B.row_major(x)
+
+
+def _row_raw(B, w, perm, plan: _Plan):
+    """A parameter's raw array as one row of the input's matrix (None stays None)."""
+    if w is None:
+        return None
+    if perm is not None:
+        w = B.permute_dims(w, perm)
+    return B.reshape(w, (plan.n,))
+
+
+def _unrow_raw(B, a, perm, plan: _Plan, names) -> Optional[Tensor]:
+    """A parameter's gradient from a row of the input's matrix, laid out as the parameter (None stays None)."""
+    if a is None:
+        return None
+    if len(plan.axes) > 1:
+        a = B.reshape(a, tuple(plan.bshape[i] for i in plan.axes))
+    if perm is not None:
+        a = B.permute_dims(a, inverse_permutation(perm))
+    return Tensor._make(a, names, B)
+
+
 def _row_mean(B, a, b, plan: _Plan):
     """``mean(a * b)`` over the normalised axes, kept as size 1."""
     if plan.rows is None:
@@ -111,22 +141,36 @@ def _param_raw(B, a, perm, plan: _Plan, names) -> Tensor:
     return Tensor._make(a, names, B)
 
 
-def _grads_raw(node, g: Tensor, xhat, rstd, w: Optional[Tensor], centered: bool):
-    """The input's and the weight's gradients on raw arrays, from the normalised input ``xhat`` (a
-    temporary, which becomes the input's gradient): ``rstd (u - mean(u) - xhat mean(u xhat))`` with
-    ``u = g w`` (without ``mean(u)`` for RMS)."""
+def _grads_raw(node, g: Tensor, x: Tensor, w: Optional[Tensor], mu, rstd, centered: bool):
+    """The input's, the weight's and (``centered``: layer_norm) the bias's gradients on raw arrays, from
+    the forward's statistics ``mu`` (None for RMS) and ``rstd``: by the backend's row kernels where they
+    ran the forward, else from the normalised input ``xhat`` (a temporary, which becomes the input's
+    gradient) as ``rstd (u - mean(u) - xhat mean(u xhat))`` with ``u = g w`` (without ``mean(u)`` for RMS)."""
     B, plan = node.B, node.params["plan"]
+    wants = [e is not None for e in node.edges] + [False]  # rms_norm has no bias
+    if _fused(B, x._data, plan):
+        rows = (numel(plan.keep),)
+        gx, gw, gb = B.norm_rows_backward(
+            x._data, plan.n, None if mu is None else B.reshape(mu, rows), B.reshape(rstd, rows),
+            _row_raw(B, None if w is None else w._data, plan.wperm, plan), g._data, *wants[:3])
+        if gx is not None:
+            gx = Tensor._make(gx, node.in_names[0], B)
+        grads = (gx, _unrow_raw(B, gw, plan.wperm, plan, node.in_names[1]))
+        return (*grads, _unrow_raw(B, gb, plan.bperm, plan, node.in_names[2])) if centered else grads
+    xhat = into(B, "multiply", x._data - mu, rstd) if centered else B.multiply(x._data, rstd)
     gd = g._data
     gx = gw = None
-    if node.edges[1] is not None:
+    if wants[1]:
         gw = _param_raw(B, B.multiply(gd, xhat), plan.wperm, plan, node.in_names[1])
-    if node.edges[0] is not None:
+    if wants[0]:
         u = gd if w is None else B.multiply(gd, _aligned_raw(B, w._data, plan.wperm, plan))
         dx = into(B, "add", into(B, "multiply", xhat, -_row_mean(B, u, xhat, plan)), u)
         if centered:
             dx = into(B, "subtract", dx, B.mean(u, axis=plan.axes, keepdims=True))
         gx = Tensor._make(into(B, "multiply", dx, rstd), node.in_names[0], B)
-    return gx, gw
+    if not centered:
+        return gx, gw
+    return gx, gw, _param(g, plan.bperm, plan, node.in_names[2]) if wants[2] else None
 
 
 # ----------------------------------------------------------------------------- differentiable steps
@@ -182,6 +226,10 @@ class _LayerNorm(Op):
 
     @staticmethod
     def forward(B, x, w, b, *, plan, eps):
+        if _fused(B, x, plan):
+            y, mu, rstd = B.norm_rows(x, plan.n, _row_raw(B, w, plan.wperm, plan),
+                                      _row_raw(B, b, plan.bperm, plan), eps, True)
+            return y, (B.reshape(mu, plan.keep), B.reshape(rstd, plan.keep))
         mu = B.mean(x, axis=plan.axes, keepdims=True)
         xc = x - mu
         rstd = 1 / B.sqrt(_row_mean(B, xc, xc, plan) + eps)
@@ -195,14 +243,12 @@ class _LayerNorm(Op):
     @staticmethod
     def backward(node, g):
         x, w = node.saved_tensors()
+        if not is_grad_enabled():
+            return _grads_raw(node, g, x, w, *node.stash, True)
         plan = node.params["plan"]
         gb = None
         if node.edges[2] is not None:
             gb = _param(g, plan.bperm, plan, node.in_names[2])
-        if not is_grad_enabled():
-            B = node.B
-            mu, rstd = node.stash
-            return (*_grads_raw(node, g, into(B, "multiply", x._data - mu, rstd), rstd, w, True), gb)
         return (*_grads(node, g, x, w, True), gb)
 
 
@@ -229,6 +275,9 @@ class _RMSNorm(Op):
 
     @staticmethod
     def forward(B, x, w, *, plan, eps):
+        if _fused(B, x, plan):
+            y, _, rstd = B.norm_rows(x, plan.n, _row_raw(B, w, plan.wperm, plan), None, eps, False)
+            return y, B.reshape(rstd, plan.keep)
         rstd = 1 / B.sqrt(_row_mean(B, x, x, plan) + eps)
         y = B.multiply(x, rstd)
         if w is not None:
@@ -239,8 +288,7 @@ class _RMSNorm(Op):
     def backward(node, g):
         x, w = node.saved_tensors()
         if not is_grad_enabled():
-            rstd = node.stash
-            return _grads_raw(node, g, node.B.multiply(x._data, rstd), rstd, w, False)
+            return _grads_raw(node, g, x, w, None, node.stash, False)
         return _grads(node, g, x, w, False)
 
 
