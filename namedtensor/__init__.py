@@ -32,6 +32,12 @@ from .ops.sorting import ValuesIndices, argsort, sort, topk
 from .tensor import Tensor
 from .serialization import load, save
 from . import data, nn, optim  # noqa: E402 - they build on the Tensor and its methods above
+from . import display as _display, interop as _interop
+from .interop import from_dlpack, from_xarray, to_pandas, to_xarray
+from .tensor import install_methods as _install_methods
+
+for _module in (_interop, _display):  # methods that are conversions and views, not ops
+    _install_methods(_module.METHODS)
 
 # PyTorch's dtype spellings; defined last, since they shadow builtins in this module
 half = float16

@@ -287,3 +287,13 @@ def test_float_functions_of_integers_follow_numpy(B):
         assert B.dtype_of(out) is _dtypes.float64, name
         np.testing.assert_allclose(_np(B, out), getattr(np, name)(np.array([0.0, 1.0, 2.0])), rtol=1e-14)
     np.testing.assert_array_equal(_np(B, B.logical_not(B.asarray(np.array([0.0, 2.5])))), [True, False])
+
+
+def test_reductions_default_to_every_axis():
+    # as the Array API says; NumPy's bare ufunc.reduce would reduce axis 0 only
+    from namedtensor.backends import cpu
+
+    B = cpu()
+    x = B.asarray([[1.0, 5.0], [3.0, 2.0]])
+    assert B.item(B.sum(x)) == 11.0 and B.item(B.prod(x)) == 30.0
+    assert B.item(B.max(x)) == 5.0 and B.item(B.min(x)) == 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 
@@ -29,10 +30,11 @@ class NumpyBackend(Backend):
         self._scipy_erf = erf
         # the ufuncs' own reductions and item access skip np.sum's/np.prod's Python wrappers
         # (same results and dtypes), which is most of a small reduction's cost
-        self.sum = np.add.reduce
-        self.prod = np.multiply.reduce
-        self.max = np.maximum.reduce
-        self.min = np.minimum.reduce
+        # (axis=None by default, as the Array API: a bare ufunc.reduce would reduce axis 0 only)
+        self.sum = functools.partial(np.add.reduce, axis=None)
+        self.prod = functools.partial(np.multiply.reduce, axis=None)
+        self.max = functools.partial(np.maximum.reduce, axis=None)
+        self.min = functools.partial(np.minimum.reduce, axis=None)
         self.getitem = operator.getitem
 
     def is_array(self, x) -> bool:
