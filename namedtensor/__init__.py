@@ -16,6 +16,7 @@ from . import testing
 from ._dtypes import DType, bool_, float16, float32, float64, int32, int64
 from ._names import NamesError
 from .backends import get_num_threads, set_num_threads
+from .checking import Named, NamesSpec, check_names
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import _installed  # noqa: F401 - attaches the op methods to Tensor
 from .ops.creation import (arange, as_tensor, empty, empty_like, eye, full, full_like, linspace, manual_seed, ones,

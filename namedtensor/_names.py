@@ -1185,3 +1185,27 @@ def normalized(x: Names, dims: Hashable, op: str) -> Tuple[Tuple[int, ...], Name
     if not axs:
         raise ValueError(f"{op}: give at least one dim to normalise over (the input has names {fmt(x)}).")
     return axs, tuple(x[a] for a in axs)
+
+
+@_cache
+def match_spec(names: Names, spec: Tuple) -> Optional[Tuple[int, ...]]:
+    """Match a tensor's names against a declared spec (:mod:`namedtensor.checking`).
+
+    ``spec`` holds names, ``None`` (an unnamed dim) and at most one ``...`` (any run of dims,
+    possibly empty).  Order matters.  Returns the axis matched by each entry other than ``...``,
+    in spec order, or ``None`` when the names do not fit (the caller explains, with the shape).
+    """
+    if Ellipsis in spec:
+        cut = spec.index(Ellipsis)
+        head, tail = spec[:cut], spec[cut + 1 :]
+        if len(names) < len(head) + len(tail):
+            return None
+        axs = tuple(range(len(head))) + tuple(range(len(names) - len(tail), len(names)))
+        wanted = head + tail
+    else:
+        if len(names) != len(spec):
+            return None
+        axs, wanted = tuple(range(len(spec))), spec
+    if any(names[ax] != want for ax, want in zip(axs, wanted)):
+        return None
+    return axs
