@@ -82,3 +82,15 @@ def test_readme_model_example_runs(tmp_path, monkeypatch):
     assert scope["loss"].ndim == 0 and scope["loss"].item() > 0
     assert scope["model"].head.weight.names == ("vocab", "embed")
     assert (tmp_path / "ckpt.safetensors").exists()
+
+
+def test_readme_interop_example_runs():
+    import pathlib
+
+    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Conversion and interop"):]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    scope = {}
+    exec(compile(code, "README.md (Conversion and interop)", "exec"), scope)
+    assert scope["pool"](scope["x"]).names == ("batch", "embed")
+    assert tuple(scope["da"].dims) == ("batch", "seq", "embed")
