@@ -22,8 +22,7 @@ class Tensor:
 
     __slots__ = ("_data", "_names", "_B", "_node", "_idx", "_rg", "_vc", "_grad", "_hooks", "_post_hooks",
                  "__weakref__")
-    # NumPy defers binary operators to ours (np_array * t is t.__rmul__), so arrays act as unnamed constants
-    __array_ufunc__ = None
+    # __array_ufunc__ and __array_function__ (NumPy's functions on tensors) are in numpy_protocols.py
 
     @staticmethod
     def _make(data, names, B) -> "Tensor":

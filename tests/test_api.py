@@ -46,7 +46,8 @@ def test_testing_tools_are_public():
 
 
 MODEL_API = {
-    "nt": "save load set_num_threads get_num_threads nn optim data",
+    "nt": """save load set_num_threads get_num_threads nn optim data lift from_xarray to_xarray to_pandas from_dlpack
+        Named NamesSpec check_names""",
     "nt.nn": """Module Parameter Sequential ModuleList ModuleDict Linear Embedding LayerNorm RMSNorm Dropout ReLU
         GELU SiLU Tanh Sigmoid Softmax LogSoftmax Identity MultiheadAttention MLP TransformerBlock functional init""",
     "nt.nn.functional": """linear softmax log_softmax cross_entropy nll_loss mse_loss dropout gelu relu silu sigmoid
@@ -67,6 +68,12 @@ def test_model_api_exists(where, name):
 
     obj = eval(where, {"nt": nt})
     assert hasattr(obj, name), f"{where}.{name} is missing"
+
+
+@pytest.mark.parametrize("name", "to_xarray to_pandas __dlpack__ __dlpack_device__ _repr_html_ plot __array__ "
+                                  "__array_ufunc__ __array_function__".split())
+def test_conversion_methods_exist(name):
+    assert callable(getattr(nt.Tensor, name, None)), f"Tensor.{name} is missing"
 
 
 def test_readme_model_example_runs(tmp_path, monkeypatch):
