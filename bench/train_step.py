@@ -13,8 +13,9 @@ activations, gradients and temporaries.
     pip install torch==2.13.0                       # the PyTorch column (a CPU build)
     python bench/train_step.py [--threads 2] [--rounds 15] [--causal]
 
-Both libraries use the same number of threads: ``torch.set_num_threads`` and OpenBLAS's
-``OPENBLAS_NUM_THREADS`` (set before NumPy loads).  OpenBLAS tuning variables that this
+Both libraries use the same number of threads: ``torch.set_num_threads`` and
+``nt.set_num_threads`` (BLAS and namedtensor's fused kernels; ``OPENBLAS_NUM_THREADS`` is also set
+before NumPy loads).  OpenBLAS tuning variables that this
 workplace sets for old CPUs slow NumPy down; they are removed here, in this script's own
 environment only.
 """
