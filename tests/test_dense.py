@@ -15,14 +15,9 @@ import namedtensor.nn.functional as F
 from namedtensor.ops.dense import dropout, embedding, linear
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
 from namedtensor.testing import strategies as nts
-from helpers import grads
+from helpers import grads, t64
 
 pytestmark = pytest.mark.usefixtures("backend")
-
-
-def t64(shape, names=None, seed=0, requires_grad=True):
-    a = np.random.default_rng(seed).uniform(-2, 2, size=shape)
-    return nt.tensor(a, names=names, requires_grad=requires_grad)
 
 
 # ----------------------------------------------------------------------------- linear: values and names

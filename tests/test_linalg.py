@@ -14,13 +14,9 @@ import namedtensor as nt
 from namedtensor.ops.linalg import dot, einsum, matmul, outer
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
 from namedtensor.testing import strategies as nts
+from helpers import t64
 
 pytestmark = pytest.mark.usefixtures("backend")
-
-
-def t64(shape, names=None, seed=0, requires_grad=True):
-    a = np.random.default_rng(seed).uniform(-2, 2, size=shape)
-    return nt.tensor(a, names=names, requires_grad=requires_grad)
 
 
 # ----------------------------------------------------------------------------- matmul: values and names

@@ -14,14 +14,9 @@ import namedtensor as nt
 from namedtensor.ops.normalization import layer_norm, rms_norm
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
 from namedtensor.testing import strategies as nts
-from helpers import grads
+from helpers import grads, t64
 
 pytestmark = pytest.mark.usefixtures("backend")
-
-
-def t64(shape, names=None, seed=0, requires_grad=True):
-    a = np.random.default_rng(seed).uniform(-2, 2, size=shape)
-    return nt.tensor(a, names=names, requires_grad=requires_grad)
 
 
 def np_norm(x, axes, w, b, eps, centered):

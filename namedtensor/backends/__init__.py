@@ -98,20 +98,16 @@ def of_array(x) -> Backend:
 
 
 
-_blas_limits = None  # threadpoolctl's handle on the BLAS thread count, once set
-
-
 def set_num_threads(n: int) -> None:
     """Use ``n`` threads on the CPU, as PyTorch's ``torch.set_num_threads``: for the fused
     elementwise kernels (GELU, erf) and for BLAS (matrix products), whose thread count is changed
     at run time with ``threadpoolctl``."""
-    global _blas_limits
     from threadpoolctl import threadpool_limits
 
     from . import numpy_kernels
 
     numpy_kernels.set_num_threads(n)
-    _blas_limits = threadpool_limits(limits=n, user_api="blas")
+    threadpool_limits(limits=n, user_api="blas")  # stays in force: the handle is only for restoring
 
 
 def get_num_threads() -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 
@@ -30,11 +29,10 @@ class NumpyBackend(Backend):
         self._scipy_erf = erf
         # the ufuncs' own reductions and item access skip np.sum's/np.prod's Python wrappers
         # (same results and dtypes), which is most of a small reduction's cost
-        # (axis=None by default, as the Array API: a bare ufunc.reduce would reduce axis 0 only)
-        self.sum = functools.partial(np.add.reduce, axis=None)
-        self.prod = functools.partial(np.multiply.reduce, axis=None)
-        self.max = functools.partial(np.maximum.reduce, axis=None)
-        self.min = functools.partial(np.minimum.reduce, axis=None)
+        self.sum = _reduction(np.add)
+        self.prod = _reduction(np.multiply)
+        self.max = _reduction(np.maximum)
+        self.min = _reduction(np.minimum)
         self.getitem = operator.getitem
 
     def is_array(self, x) -> bool:
@@ -140,6 +138,19 @@ def _kernel_rows(x, *others) -> bool:
     dtype, or None)."""
     return (x.dtype in (np.float32, np.float64) and x.size > 0 and x.flags.c_contiguous
             and all(o is None or o.dtype == x.dtype for o in others))
+
+
+def _reduction(ufunc):
+    """``ufunc.reduce`` with the Array API's default ``axis=None`` (every axis; a bare ufunc.reduce
+    reduces axis 0 only), its arguments passed on by position: a keyword-merging
+    ``functools.partial`` costs more than the reduction of a small array."""
+    reduce = ufunc.reduce
+
+    def fn(x, axis=None, dtype=None, out=None, keepdims=False):
+        return reduce(x, axis, dtype, out, keepdims)
+
+    fn.__name__ = fn.__qualname__ = ufunc.__name__ + "_reduce"
+    return fn
 
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
