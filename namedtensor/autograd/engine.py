@@ -10,13 +10,21 @@ gradients of gradients work.  Saved arrays are released node by node unless
 
 A leaf's new ``.grad`` owns its buffer: optimizers and clipping edit gradients in place, so a
 buffer that another leaf, the caller (``backward(gradient)``) or a view also sees is copied first.
+
+A leaf is finished (its ``register_hook`` hooks run, ``.grad`` accumulates, then its
+``register_post_accumulate_grad_hook`` hooks run) as soon as the last node that uses it has run,
+not at the end of the pass: data-parallel training starts all-reducing a gradient while the rest
+of the backward goes on.  Knowing "last" takes a walk over the graph that counts each leaf's uses;
+it is done only while some tensor has a post-accumulate hook, otherwise leaves finish at the end.
+``queue_callback(fn)`` runs ``fn()`` when the current backward pass ends.
 """
 
 from __future__ import annotations
 
 import heapq
 import sys
-from typing import Optional, Sequence
+import weakref
+from typing import Callable, Optional, Sequence
 
 from .._names import NamesError, fmt
 from . import graph
@@ -133,6 +141,88 @@ def _run_hooks(hooks, g):
     return g
 
 
+#: id -> weak reference of each live leaf that has a post-accumulate hook; while there is none,
+#: backward skips counting uses (a dict by id: a WeakSet would compare tensors with ``==``)
+_post_hooked: dict = {}
+#: one list of callbacks per backward pass in progress (a hook may run a backward of its own)
+_callbacks: list = []
+
+
+def queue_callback(fn: Callable[[], None]) -> None:
+    """Call ``fn()`` once when the backward pass now running ends, after every leaf's ``.grad`` is
+    set (as PyTorch's ``Variable._execution_engine.queue_callback``); for hooks that start work
+    during backward and must finish it before the optimizer step."""
+    if not _callbacks:
+        raise RuntimeError("queue_callback: no backward pass is running; call it from a hook during backward.")
+    _callbacks[-1].append(fn)
+
+
+def add_post_accumulate_grad_hook(leaf, hook: Callable) -> Callable[[], None]:
+    """Attach ``hook`` to ``leaf`` (see ``Tensor.register_post_accumulate_grad_hook``); returns its remover."""
+    try:
+        hooks = leaf._post_hooks
+    except AttributeError:
+        hooks = leaf._post_hooks = []
+    hooks.append(hook)
+    key = id(leaf)
+    if key not in _post_hooked:
+        _post_hooked[key] = weakref.ref(leaf, lambda _, key=key: _post_hooked.pop(key, None))
+
+    def remove() -> None:
+        if hook in hooks:
+            hooks.remove(hook)
+        if not hooks:
+            _post_hooked.pop(key, None)
+
+    return remove
+
+
+def accumulate_grads(tensors: Sequence, grads: Sequence) -> None:
+    """``backward(inputs=...)``'s last step: add each gradient (None: none) to its tensor's ``.grad``,
+    then run the leaves' post-accumulate hooks, as a pass of its own (callbacks they queue run last)."""
+    _callbacks.append([])
+    try:
+        for t, g in zip(tensors, grads):
+            if g is not None:
+                t.grad = g if t.grad is None else t.grad + g
+                if t._node is None:
+                    for hook in getattr(t, "_post_hooks", ()):
+                        hook(t)
+        for fn in _callbacks[-1]:
+            fn()
+    finally:
+        _callbacks.pop()
+
+
+def _leaf_uses(roots) -> tuple:
+    """Over the nodes reachable from ``roots``: ``id(leaf) -> number of edges to it``, and
+    ``id(node) -> ids of the leaves it feeds`` (for the nodes that feed any)."""
+    uses = {}
+    feeds = {}
+    seen = set()
+    stack = [r._node for r in roots if r._node is not None]
+    while stack:
+        node = stack.pop()
+        key = id(node)
+        if key in seen:
+            continue
+        seen.add(key)
+        fed = None
+        for edge in node.edges:
+            if edge is None:
+                continue
+            if edge.__class__ is tuple:
+                if id(edge[0]) not in seen:
+                    stack.append(edge[0])
+            else:
+                leaf = id(edge)
+                uses[leaf] = uses.get(leaf, 0) + 1
+                if fed is None:
+                    fed = feeds[key] = []
+                fed.append(leaf)
+    return uses, feeds
+
+
 def _accumulate(store: dict, key, owner, g):
     prev = store.get(key)
     if prev is None:
@@ -171,8 +261,11 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
 
     pending = {}  # id(node) -> [node, list of per-output grads]
     heap = []
-    leaves = {}
+    leaves = {}  # id(leaf) -> [leaf, its gradient so far]
     counter = 0
+    taken = {id(g._data) for g in grads}  # the caller's buffers stay the caller's
+    # id(leaf) -> uses not yet run; a leaf whose count drops to 0 is finished at once
+    uses, feeds = _leaf_uses(roots) if _post_hooked and inputs is None else (None, None)
 
     def send(edge, g):
         nonlocal counter
@@ -189,46 +282,7 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
         else:
             _accumulate(leaves, id(edge), edge, g)
 
-    with _GradMode(create_graph):
-        for r, g in zip(roots, grads):
-            if r._node is None:
-                _accumulate(leaves, id(r), r, g)
-            else:
-                send((r._node, r._idx), g)
-
-        while heap:
-            _, _, key = heapq.heappop(heap)
-            node, out_grads = pending.pop(key)
-            if node.freed:
-                raise RuntimeError(
-                    f"{node.op.name}: trying to backward through the graph a second time (its saved tensors "
-                    "were freed after the first backward). Pass retain_graph=True to the first backward "
-                    "if you need to backward twice."
-                )
-            for k, g in enumerate(out_grads):
-                if g is None:
-                    shape, names, dtype = node.out_meta[k]
-                    out_grads[k] = T._make(node.B.zeros(shape, dtype=dtype), names, node.B)
-                if node.hooks and k in node.hooks:
-                    out_grads[k] = _run_hooks(node.hooks[k], out_grads[k])
-                if capture_node:
-                    for slot in capture_node.get((id(node), k), ()):
-                        captured[slot] = out_grads[k]
-            in_grads = node.op.backward(node, *out_grads)
-            if not retain_graph:
-                node.saved = None
-                node.stash = None
-                node.freed = True
-            for edge, g, dt in zip(node.edges, in_grads, node.in_dtypes):
-                if edge is not None and g is not None:
-                    if g._data.dtype != dt:
-                        # an input narrower than the op's result (float32 * float64) gets its gradient
-                        # in its own dtype, as in PyTorch
-                        g = g.to(node.B._from_native[dt])
-                    send(edge, g)
-
-    taken = {id(g._data) for g in grads}  # the caller's buffers stay the caller's
-    for leaf, g in leaves.values():
+    def finish(leaf, g):
         hooks = getattr(leaf, "_hooks", None)
         if hooks:
             g = _run_hooks(hooks, g)
@@ -236,9 +290,9 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
         if slots:
             for slot in slots:
                 captured[slot] = g
-            continue
+            return
         if inputs is not None:
-            continue
+            return
         if not create_graph:
             if leaf.grad is None:
                 g = _own(g, taken)
@@ -248,6 +302,64 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
         if post:
             for hook in post:
                 hook(leaf)
+
+    _callbacks.append([])
+    try:
+        with _GradMode(create_graph):
+            for r, g in zip(roots, grads):
+                if r._node is None:
+                    _accumulate(leaves, id(r), r, g)
+                else:
+                    send((r._node, r._idx), g)
+            if uses is not None:
+                for key in [k for k in leaves if k not in uses]:  # a root leaf that nothing else feeds
+                    finish(*leaves.pop(key))
+
+            while heap:
+                _, _, key = heapq.heappop(heap)
+                node, out_grads = pending.pop(key)
+                if node.freed:
+                    raise RuntimeError(
+                        f"{node.op.name}: trying to backward through the graph a second time (its saved tensors "
+                        "were freed after the first backward). Pass retain_graph=True to the first backward "
+                        "if you need to backward twice."
+                    )
+                for k, g in enumerate(out_grads):
+                    if g is None:
+                        shape, names, dtype = node.out_meta[k]
+                        out_grads[k] = T._make(node.B.zeros(shape, dtype=dtype), names, node.B)
+                    if node.hooks and k in node.hooks:
+                        out_grads[k] = _run_hooks(node.hooks[k], out_grads[k])
+                    if capture_node:
+                        for slot in capture_node.get((id(node), k), ()):
+                            captured[slot] = out_grads[k]
+                in_grads = node.op.backward(node, *out_grads)
+                if not retain_graph:
+                    node.saved = None
+                    node.stash = None
+                    node.freed = True
+                for edge, g, dt in zip(node.edges, in_grads, node.in_dtypes):
+                    if edge is not None and g is not None:
+                        if g._data.dtype != dt:
+                            # an input narrower than the op's result (float32 * float64) gets its gradient
+                            # in its own dtype, as in PyTorch
+                            g = g.to(node.B._from_native[dt])
+                        send(edge, g)
+                if feeds is not None and key in feeds:
+                    out_grads = in_grads = g = None  # a finished leaf's .grad may then take its buffer
+                    for leaf in feeds[key]:
+                        left = uses[leaf] - 1
+                        uses[leaf] = left
+                        if left == 0 and leaf in leaves:
+                            finish(*leaves.pop(leaf))
+
+            # what is left: every leaf when no count was kept, else those fed by a node that got no gradient
+            for leaf, g in leaves.values():
+                finish(leaf, g)
+        for fn in _callbacks[-1]:
+            fn()
+    finally:
+        _callbacks.pop()
     if inputs is not None:
         for i, g in enumerate(captured):
             if g is None and not allow_unused:
