@@ -135,25 +135,20 @@ def test_parse_device():
     assert backends.parse_device(" CPU ") == "cpu"
     assert backends.parse_device("cuda") == "cuda"
     assert backends.parse_device("CUDA:3") == "cuda:3"
+    assert backends.parse_device("meta") == "meta"
     for bad in ("gpu", "cuda:", "cuda:-1", "cuda:1.5", "mps"):
-        with pytest.raises(ValueError, match=re.escape(f"unknown device {bad!r}; use 'cpu', 'cuda' or 'cuda:N'")):
+        with pytest.raises(ValueError, match=re.escape(f"unknown device {bad!r}; use 'cpu', 'cuda', 'cuda:N' or 'meta'")):
             backends.parse_device(bad)
 
 
+@pytest.mark.usefixtures("no_cupy")
 def test_get_cuda_error_text():
-    try:
-        import cupy  # noqa: F401
-    except ImportError:
-        for device in ("cuda", "cuda:1"):
-            with pytest.raises(RuntimeError) as info:
-                backends.get(device)
-            msg = str(info.value)
-            assert f"device {device!r} needs CuPy and an NVIDIA GPU, and CuPy is not installed" in msg
-            assert "pip install cupy-cuda12x" in msg
-    else:
-        with pytest.raises(NotImplementedError, match="CuPy is installed, but namedtensor's CuPy backend is not "
-                                                      "implemented"):
-            backends.get("cuda")
+    for device in ("cuda", "cuda:1"):
+        with pytest.raises(RuntimeError) as info:
+            backends.get(device)
+        msg = str(info.value)
+        assert f"device {device!r} needs CuPy and an NVIDIA GPU, and CuPy is not installed" in msg
+        assert "pip install cupy-cuda12x" in msg
 
 
 # ----------------------------------------------------------------------------- what every backend provides
@@ -297,3 +292,13 @@ def test_reductions_default_to_every_axis():
     x = B.asarray([[1.0, 5.0], [3.0, 2.0]])
     assert B.item(B.sum(x)) == 11.0 and B.item(B.prod(x)) == 30.0
     assert B.item(B.max(x)) == 5.0 and B.item(B.min(x)) == 1.0
+
+
+def test_erf_and_gelu_keep_float16():
+    x = nt.tensor(np.linspace(-3, 3, 13, dtype=np.float16), names=("x",)).requires_grad_()
+    assert x.erf().dtype is nt.float16
+    y = nt.nn.functional.gelu(x)
+    assert y.dtype is nt.float16
+    y.sum().backward()
+    assert x.grad.dtype is nt.float16
+    assert np.allclose(x.detach().erf().numpy(), sp_erf(x.detach().numpy().astype(np.float64)), atol=1e-3)

@@ -340,20 +340,17 @@ def test_cpu_devices():
     assert nt.tensor([1.0], device="cpu").device == "cpu"
 
 
+@pytest.mark.usefixtures("no_cupy")
 @pytest.mark.parametrize("device", ["cuda", "cuda:0", "cuda:1"])
 def test_cuda_without_cupy_is_a_clear_error(device):
-    try:
-        import cupy  # noqa: F401
-        expected = (NotImplementedError, "CuPy is installed, but namedtensor's CuPy backend is not implemented")
-    except ImportError:
-        expected = (RuntimeError, "needs CuPy and an NVIDIA GPU, and CuPy is not installed")
+    expected = "needs CuPy and an NVIDIA GPU, and CuPy is not installed"
     for make in (lambda: nt.zeros(2, device=device), lambda: nt.tensor([1.0], device=device),
                  lambda: nt.zeros_like(nt.zeros(2), device=device), lambda: nt.arange(3, device=device)):
-        with pytest.raises(expected[0], match=re.escape(f"device {device!r} ") + ".*" + re.escape(expected[1])):
+        with pytest.raises(RuntimeError, match=re.escape(f"device {device!r} ") + ".*" + re.escape(expected)):
             make()
 
 
 @pytest.mark.parametrize("device", ["gpu", "cuda:x", "tpu", "cuda:", "cuda0", ""])
 def test_bad_device_strings(device):
-    with pytest.raises(ValueError, match=re.escape(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")):
+    with pytest.raises(ValueError, match=re.escape(f"unknown device {device!r}; use 'cpu', 'cuda', 'cuda:N' or 'meta'")):
         nt.zeros(2, device=device)

@@ -201,6 +201,7 @@ def test_to_device_and_dtype_together():
     assert t.to(named("float64")).dtype is nt.float64
 
 
+@pytest.mark.usefixtures("no_cupy")
 def test_to_errors():
     t = named("float32")
     with pytest.raises(RuntimeError, match="device 'cuda' needs CuPy"):

@@ -198,6 +198,7 @@ def test_to_cpu_and_dtype_keep_parameter_objects():
     assert net.enc.weight.dtype is nt.float32
 
 
+@pytest.mark.usefixtures("no_cupy")
 def test_to_cuda_raises_the_core_error():
     net = Net()
     with pytest.raises((RuntimeError, NotImplementedError), match="'cuda'") as info:

@@ -176,6 +176,7 @@ def test_float16_on_a_backend_without_it(backend, tmp_path):
         load(p)
 
 
+@pytest.mark.usefixtures("no_cupy")
 def test_device(tmp_path):
     save({"w": nt.ones(2)}, tmp_path / "c.safetensors")
     assert load(tmp_path / "c.safetensors", device="cpu")["w"].device == "cpu"

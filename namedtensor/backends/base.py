@@ -158,6 +158,172 @@ class Backend:
             gx = self.reshape(inner * rstd, shape)
         return gx, gw, gb
 
+    # The hooks below are the fused kernels' entry points (the CuPy backend runs CUDA kernels;
+    # kernel_reference.py has their algorithms in NumPy).  These defaults are the plain computations
+    # the ops have always made, so a backend without kernels loses nothing.
+
+    def softmax(self, x, axis: int, log: bool):
+        """Softmax (log-softmax when ``log``) of the float array ``x`` along ``axis``, shifted by the
+        maximum: no overflow."""
+        top = self.max(x, axis=axis, keepdims=True)
+        if log:
+            z = x - top
+            return z - self.log(self.sum(self.exp(z), axis=axis, keepdims=True))
+        e = self.exp(x - top)
+        return e / self.sum(e, axis=axis, keepdims=True)
+
+    def softmax_backward(self, y, g, axis: int, log: bool):
+        """The input's gradient of :meth:`softmax` from its output ``y`` and the output's gradient ``g``:
+        ``y * (g - sum(g * y))``, or ``g - exp(y) * sum(g)`` for log-softmax (sums along ``axis``)."""
+        if log:
+            return g - self.exp(y) * self.sum(g, axis=axis, keepdims=True)
+        return y * (g - self.sum(g * y, axis=axis, keepdims=True))
+
+    def cross_entropy(self, logits, target, ignore_index: int):
+        """Cross-entropy of each row of ``logits`` (rows, C), float, with class index ``target`` (rows,):
+        ``(loss, lse)``, ``lse`` the row's log-sum-exp and ``loss = lse - logits[r, target[r]]``, 0
+        where ``target`` is ``ignore_index``; both (rows,), in the logits' dtype.  Targets other than
+        ``ignore_index`` are in ``[0, C)`` (the op checks)."""
+        top = self.max(logits, axis=1, keepdims=True)
+        e = logits - top
+        e = self.exp(e, out=e) if self.supports_out else self.exp(e)
+        lse = top + self.log(self.sum(e, axis=1, keepdims=True))
+        t = self.reshape(target, (-1, 1))
+        valid = self.not_equal(t, ignore_index)
+        loss = self.where(valid, lse - self.take_along_axis(logits, self.where(valid, t, 0), axis=1), 0)
+        return self.reshape(loss, (-1,)), self.reshape(lse, (-1,))
+
+    def cross_entropy_backward(self, logits, lse, target, g, ignore_index: int):
+        """The logits' gradient of :meth:`cross_entropy` for the loss's gradient ``g`` (rows,):
+        ``(softmax(logits) - onehot(target)) * g[:, None]`` from the forward's ``lse``; zero rows
+        where ``target`` is ``ignore_index``."""
+        G = logits - self.reshape(lse, (-1, 1))
+        G = self.exp(G, out=G) if self.supports_out else self.exp(G)
+        valid = self.not_equal(target, ignore_index)
+        w = self.where(valid, g, 0)
+        col = self.reshape(w, (-1, 1))
+        G = self.multiply(G, col, out=G) if self.supports_out else self.multiply(G, col)
+        key = (self.arange(G.shape[0]), self.where(valid, target, 0))
+        self.setitem(G, key, self.getitem(G, key) - w)
+        return G
+
+    def adamw_(self, params, grads, exp_avgs, exp_avg_sqs, *, lr: float, beta1: float, beta2: float,
+               eps: float, weight_decay: float, step: int, decoupled: bool) -> None:
+        """One Adam step (``decoupled``: AdamW) in place on lists of arrays of one dtype: parameters,
+        their gradients (only read), first and second moments.  PyTorch's formulas: weight decay
+        ``p *= 1 - lr * weight_decay`` (AdamW) or ``g += weight_decay * p`` (Adam, L2),
+        ``m = beta1 m + (1 - beta1) g``, ``v = beta2 v + (1 - beta2) g^2``,
+        ``p -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)``.
+
+        Computed parameter by parameter in cache-sized chunks (the optimizers' helper), as
+        ``p -= c * m / (sqrt(v) + eps sqrt(1 - beta2^step))`` with ``c = lr sqrt(1 - beta2^step) /
+        (1 - beta1^step)``: the same values up to rounding, in fewer passes."""
+        from ..optim.optimizer import chunks, out_ops  # imported here: the optimizers import the backends
+
+        F = out_ops(self)
+        bc2_sqrt = (1 - beta2 ** step) ** 0.5
+        decay = 1 - lr * weight_decay if decoupled and weight_decay != 0 else None
+        l2 = weight_decay if not decoupled and weight_decay != 0 else None
+        eps, step_size = eps * bc2_sqrt, lr / (1 - beta1 ** step) * bc2_sqrt
+        for p, grad, exp_avg, exp_avg_sq in zip(params, grads, exp_avgs, exp_avg_sqs):
+            for x, g, (m, v), tmp in chunks(self, p, grad, [exp_avg, exp_avg_sq]):
+                if decay is not None:
+                    F.multiply(x, decay, out=x)
+                if l2 is not None:
+                    g = F.add(g, F.multiply(x, l2))
+                F.multiply(v, beta2, out=v)
+                F.multiply(g, g, out=tmp)
+                F.multiply(tmp, 1 - beta2, out=tmp)
+                F.add(v, tmp, out=v)
+                F.multiply(m, beta1, out=m)
+                F.multiply(g, 1 - beta1, out=tmp)
+                F.add(m, tmp, out=m)
+                F.sqrt(v, out=tmp)
+                F.add(tmp, eps, out=tmp)
+                F.divide(m, tmp, out=tmp)
+                F.multiply(tmp, step_size, out=tmp)
+                F.subtract(x, tmp, out=x)
+
+    #: whether :meth:`attention` is a fused kernel that scaled_dot_product_attention should call (for
+    #: the calls it takes: no dropout, causal and key-padding masks only); otherwise the op computes
+    #: attention itself, with a CPU-friendly layout of the scores
+    fused_attention = False
+
+    def attention(self, q, k, v, *, scale: float, causal: bool, key_keep):
+        """Scaled dot-product attention: ``(out, lse)``.
+
+        ``q`` (N, Lq, D), ``k`` (N, Lk, D), ``v`` (N, Lk, Dv), float, one dtype; ``key_keep`` None or
+        bool (N, Lk), True = may attend; ``causal``: query i attends key j only when j <= i.  ``out``
+        (N, Lq, Dv) in q's dtype; ``lse`` (N, Lq) the log-sum-exp of each query's scaled, masked
+        scores (float32 for float16 input).  A query with no key to attend gets ``out = 0`` and
+        ``lse = -inf``.
+
+        This default materialises the (N, Lq, Lk) scores (in float32 for float16 input): it is what a
+        backend with :attr:`fused_attention` falls back to for inputs its kernel does not take.
+        """
+        dtype = q.dtype
+        q, k, v = (self._attention_work(x) for x in (q, k, v))
+        s = self.matmul(q * scale, self._swap_last(k))
+        allowed = self._attention_allowed(s.shape, causal, key_keep)
+        if allowed is not None:
+            s = self.where(allowed, s, -math.inf)
+        n, n_query, n_key = s.shape
+        if n_key == 0:
+            top = self.zeros((n, n_query, 1), dtype=s.dtype)
+        else:
+            top = self.max(s, axis=2, keepdims=True)
+            top = self.where(self.isfinite(top), top, 0.0)  # no key to attend: exp(-inf - 0) = 0
+        e = self.exp(s - top)
+        total = self.sum(e, axis=2, keepdims=True)
+        some = self.greater(total, 0.0)
+        safe = self.where(some, total, 1.0)
+        out = self.astype(self.matmul(e, v) / safe, dtype)
+        lse = self.where(some, top + self.log(safe), -math.inf)
+        return out, self.reshape(lse, (n, n_query))
+
+    def attention_backward(self, q, k, v, out, lse, g, *, scale: float, causal: bool, key_keep):
+        """The gradients ``(dq, dk, dv)`` of :meth:`attention` for the output's gradient ``g``, from its
+        ``out`` and ``lse``: with ``P = exp(S - lse)`` (0 where masked), ``dV = P^T g``,
+        ``dS = P * (g V^T - rowsum(g * out))``, ``dQ = scale dS K``, ``dK = scale dS^T Q``.  This
+        default materialises P, as :meth:`attention` does."""
+        dtypes = (q.dtype, k.dtype, v.dtype)
+        q, k, v, out, g = (self._attention_work(x) for x in (q, k, v, out, g))
+        lse = self.astype(lse, q.dtype)
+        s = self.matmul(q * scale, self._swap_last(k))
+        finite = self.expand_dims(self.isfinite(lse), axis=2)
+        allowed = self._attention_allowed(s.shape, causal, key_keep)
+        allowed = finite if allowed is None else self.logical_and(allowed, finite)
+        lse = self.expand_dims(self.where(self.isfinite(lse), lse, 0.0), axis=2)
+        p = self.exp(self.where(allowed, s - lse, -math.inf))
+        dv = self.matmul(self._swap_last(p), g)
+        delta = self.sum(g * out, axis=2, keepdims=True)
+        ds = p * (self.matmul(g, self._swap_last(v)) - delta)
+        dq = self.matmul(ds, k) * scale
+        dk = self.matmul(self._swap_last(ds), q) * scale
+        return tuple(self.astype(x, d) for x, d in zip((dq, dk, dv), dtypes))
+
+    def _attention_work(self, x):
+        """``x`` in the dtype the default attention computes in: float32 for float16, else its own."""
+        if self.dtype_of(x) is _dtypes.float16:
+            return self.astype(x, self.native(_dtypes.float32))
+        return x
+
+    def _swap_last(self, x):
+        return self.permute_dims(x, (0, 2, 1))
+
+    def _attention_allowed(self, shape, causal: bool, key_keep):
+        """The bool (query, key) pairs that may attend, broadcastable to the scores' ``shape``
+        (N, Lq, Lk), or None when all may."""
+        allowed = None
+        if causal:
+            i = self.reshape(self.arange(shape[1]), (1, shape[1], 1))
+            j = self.reshape(self.arange(shape[2]), (1, 1, shape[2]))
+            allowed = self.greater_equal(i, j)
+        if key_keep is not None:
+            keep = self.reshape(key_keep, (shape[0], 1, shape[2]))
+            allowed = keep if allowed is None else self.logical_and(allowed, keep)
+        return allowed
+
     def row_major(self, x) -> bool:
         """Whether ``x``'s elements lie in memory in row-major order (True where the backend has no
         notion of layout): then a reshape of ``x`` is free and its rows are contiguous."""

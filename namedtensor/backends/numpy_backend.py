@@ -61,6 +61,8 @@ class NumpyBackend(Backend):
     def erf(self, x):
         if x.dtype == np.float32:
             return numpy_kernels.erf32(x)
+        if x.dtype == np.float16:  # SciPy's erf gives float64 for float16: compute in float32, keep the dtype
+            return numpy_kernels.erf32(x.astype(np.float32)).astype(np.float16)
         if self._scipy_erf is not None:
             return self._scipy_erf(x)
         return erf_series(x)

@@ -281,25 +281,31 @@ class Module:
 
     # ------------------------------------------------------------------ devices and dtypes
     def to(self, *args: Any, device: Any = None, dtype: Any = None) -> "Module":
-        """Move to a device and/or cast the floating parameters and buffers: ``to("cpu")``,
-        ``to(nt.float64)``.  Parameters stay the same objects (optimizers keep them); returns self."""
+        """Move to a device and/or cast the floating parameters and buffers: ``to("cuda")``,
+        ``to(nt.float64)``, ``to("cpu", nt.float16)``.  Parameters, buffers and their grads move in place:
+        they stay the same objects (optimizers keep them, and move their state along); returns self."""
         for a in args:
             dev, dt = _target(a, "Module.to")
             if dev is not None:
                 device = dev
             if dt is not None:
                 dtype = dt
-        if device is not None:
-            B = backends.get(device)  # the core's error for devices that are not available
-            for _, t in self._all_tensors():
-                if t.device != B.device:
-                    raise NotImplementedError(f"Module.to: moving tensors from {t.device!r} to {B.device!r} "
-                                              "is not supported yet.")
+        B = None if device is None else backends.get(device)  # the core's error for devices not available
         if dtype is not None:
             dtype = _dtypes.as_dtype(dtype)
             if dtype.kind != "f":
                 raise TypeError(f"Module.to: only floating dtypes can be given, got {dtype!r}.")
-            for _, t in self._all_tensors():
+        tensors = [t for _, t in self._all_tensors()]
+        if dtype is not None and B is not None:  # narrowing casts first: fewer bytes to move
+            for t in tensors:
+                if dtype.itemsize < t.dtype.itemsize:
+                    _cast_inplace(t, dtype)
+        if B is not None and any(t.device != B.device for t in tensors):
+            for t in tensors:
+                _move_inplace(t, B)
+            backends.moves += 1
+        if dtype is not None:
+            for t in tensors:
                 _cast_inplace(t, dtype)
         return self
 
@@ -427,6 +433,18 @@ def _cast_inplace(t: Tensor, dtype: _dtypes.DType) -> None:
     g = t.grad
     if g is not None:
         t.grad = g.detach().to(dtype)
+
+
+def _move_inplace(t: Tensor, B) -> None:
+    """Put tensor ``t`` (and its grad) on backend ``B``'s device in place: the object stays, its array moves."""
+    if t.device == B.device:
+        return
+    t._data = backends.transfer(t.array, t._B, B)
+    t._B = B
+    t._bump()
+    g = t.grad
+    if g is not None:
+        t.grad = Tensor._make(backends.transfer(g.array, g._B, B), g._names, B)
 
 
 def _renamed(state_dict: Mapping[str, Any], rename, problems: List[str], strict: bool) -> Dict[str, Any]:

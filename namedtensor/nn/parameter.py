@@ -50,7 +50,8 @@ class Parameter(Tensor):
     __str__ = __repr__
 
     def __reduce__(self):
-        return (_rebuild_parameter, (self._B.to_numpy(self.array), self._names, self.dtype.name, self._rg))
+        args = (self._B.to_numpy(self.array), self._names, self.dtype.name, self._rg)
+        return (_rebuild_parameter, args if self.device == "cpu" else args + (self.device,))
 
     def __deepcopy__(self, memo) -> "Parameter":
         p = Parameter(self.detach().clone(), requires_grad=self._rg)
@@ -58,5 +59,5 @@ class Parameter(Tensor):
         return p
 
 
-def _rebuild_parameter(array, names, dtype, requires_grad) -> Parameter:
-    return Parameter(tensor(array, names=names, dtype=dtype), requires_grad=requires_grad)
+def _rebuild_parameter(array, names, dtype, requires_grad, device=None) -> Parameter:
+    return Parameter(tensor(array, names=names, dtype=dtype, device=device), requires_grad=requires_grad)

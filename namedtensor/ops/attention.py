@@ -21,6 +21,10 @@ The backward uses the stashed exponentials as constants when no graph is recorde
 case), with ``rowsum(dP * P) = rowsum(g * out)`` (as FlashAttention does) to avoid a pass over
 the scores; under ``create_graph`` it recomputes the probabilities with tensor ops from the saved
 inputs, so the gradient is differentiable again.
+
+On a backend with a fused attention kernel (``B.fused_attention``: CuPy), calls without dropout,
+weights or float masks, whose bool mask only pads keys (it does not vary along the queries), run
+the kernel instead (:class:`_FusedAttention`) on the operands flattened to ``(N, L, D)``.
 """
 
 from __future__ import annotations
@@ -234,14 +238,15 @@ def _backward(node, g: Tensor, g_weights: Optional[Tensor]):
     saved = node.saved_tensors()
     q, k, v, mask, out = saved[:5]
     if is_grad_enabled():  # create_graph: gradients that are functions of the inputs again
-        return _grads_graph(node, q, k, v, mask, g, g_weights)
+        return _grads_graph(node, q, k, v, mask, g, g_weights, node.stash[2])
     return _grads_fast(node, q, k, v, out, g, g_weights, saved[5] if g_weights is not None else None)
 
 
-def _grads_graph(node, q, k, v, mask, g, g_weights) -> tuple:
-    """The gradients with tensor ops, from probabilities recomputed from q, k (and the mask)."""
+def _grads_graph(node, q, k, v, mask, g, g_weights, keep) -> tuple:
+    """The gradients with tensor ops, from probabilities recomputed from q, k (and the mask); ``keep``:
+    the dropout keep-mask (key-major) or None."""
     prm = node.params
-    d_scores, weights, gw = _scores_grad_graph(node.B, q, k, v, mask, g, g_weights, prm, node.stash)
+    d_scores, weights, gw = _scores_grad_graph(node.B, q, k, v, mask, g, g_weights, prm, keep)
     scale = prm["scale"]
     shapes, names = node.in_shapes, node.in_names
     grads = [None, None, None, None]
@@ -344,11 +349,10 @@ def _probs(B, q: Tensor, k: Tensor, mask: Optional[Tensor], prm: dict) -> Tensor
     return where(ok, where(ok, s, 0.0).softmax(-1), 0.0)
 
 
-def _scores_grad_graph(B, q, k, v, mask, g, g_weights, prm, stash):
+def _scores_grad_graph(B, q, k, v, mask, g, g_weights, prm, keep):
     """``(d_scores, weights, gw)`` as tensors (query-major), differentiable: the probabilities recomputed
     from q, k (and the mask).  The gradients are ``d_scores @ k``, ``d_scores^T @ q`` (times the scale)
     and ``weights^T @ gw``."""
-    keep = stash[2]
     probs = _probs(B, q, k, mask, prm)
     keep_scale = None
     if keep is not None:
@@ -361,6 +365,99 @@ def _scores_grad_graph(B, q, k, v, mask, g, g_weights, prm, stash):
     d_probs = d_weights if keep_scale is None else d_weights * keep_scale
     # softmax's backward: p * (dp - sum(dp * p)) along the keys
     return probs * (d_probs - (d_probs * probs).sum(-1, keepdim=True)), weights, gw
+
+
+# ----------------------------------------------------------------------------- the fused kernel
+#
+# A backend with ``fused_attention`` (CuPy) runs attention as one kernel on (N, L, D) arrays, N the
+# batch dims flattened: FlashAttention's tiling, which never forms the scores.  It takes causal and
+# key-padding masks only, no dropout and no weights; other calls take the path above.
+
+
+def _fusable(B, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], m_src, dropout_p: float,
+             return_weights: bool) -> bool:
+    """Whether the backend's fused attention takes this call."""
+    if not B.fused_attention or return_weights or dropout_p > 0:
+        return False
+    if mask is not None and (mask.dtype.kind != "b" or (m_src[-2] >= 0 and mask.shape[m_src[-2]] != 1)):
+        return False  # a float mask, or a bool mask that varies along the queries: not key padding
+    return all(t._data.shape[a] for t in (q, k, v) for a in range(t.ndim))  # the kernels want no empty dim
+
+
+def _batch_sizes(q, k, v, prm) -> tuple:
+    """The batch dims' sizes of the weights (q, k and v may broadcast theirs from 1)."""
+    sizes = [tuple(x.shape[s] if s >= 0 else 1 for s in prm[key][:-2])
+             for x, key in ((q, "q_src"), (k, "k_src"), (v, "v_src"))]
+    return tuple(max(c) for c in zip(*sizes))
+
+
+def _rows(B, x, src, batch: tuple, tail: tuple):
+    """Raw array ``x`` in its working layout, broadcast to ``batch`` and flattened to ``(N,) + tail``."""
+    x = _to_work(B, x, src)
+    full = batch + tuple(x.shape[len(batch):])
+    if tuple(x.shape) != full:
+        x = B.broadcast_to(x, full)
+    return B.reshape(x, (_prod(batch),) + tail)
+
+
+def _prod(sizes) -> int:
+    n = 1
+    for s in sizes:
+        n *= s
+    return n
+
+
+def _fused_inputs(B, q, k, v, mask, prm):
+    """``(q, k, v, key_keep)`` as the fused kernel takes them (raw arrays), with the batch sizes."""
+    batch = _batch_sizes(q, k, v, prm)
+    q3 = _rows(B, q, prm["q_src"], batch, (q.shape[prm["q_src"][-2]], q.shape[prm["q_src"][-1]]))
+    n_key = k.shape[prm["k_src"][-2]]
+    k3 = _rows(B, k, prm["k_src"], batch, (n_key, k.shape[prm["k_src"][-1]]))
+    v3 = _rows(B, v, prm["v_src"], batch, (n_key, v.shape[prm["v_src"][-1]]))
+    keep = None
+    if mask is not None:
+        m = B.broadcast_to(_to_work(B, mask, prm["m_src"]), batch + (1, n_key))
+        keep = B.reshape(m, (_prod(batch), n_key))
+    return q3, k3, v3, keep, batch
+
+
+class _FusedAttention(Op):
+    """Attention by the backend's fused kernel (``B.attention``); stashes its (N, Lq, Dv) output and
+    the log-sum-exp of the scores.  The backward is the kernel's (``B.attention_backward``) when no
+    graph is recorded, else tensor ops (differentiable again)."""
+
+    name = _OP
+    saves = (0, 1, 2, 3)
+    saves_output = True
+    stashes = True
+
+    @staticmethod
+    def forward(B, q, k, v, mask, **prm):
+        q3, k3, v3, keep, batch = _fused_inputs(B, q, k, v, mask, prm)
+        out3, lse = B.attention(q3, k3, v3, scale=prm["scale"], causal=prm["is_causal"], key_keep=keep)
+        out = B.reshape(out3, batch + tuple(out3.shape[1:]))
+        return B.permute_dims(out, inverse_permutation(prm["q_src"])), (out3, lse)
+
+    @staticmethod
+    def backward(node, g):
+        q, k, v, mask, _ = node.saved_tensors()
+        if is_grad_enabled():
+            return _grads_graph(node, q, k, v, mask, g, None, None)
+        B, prm = node.B, node.params
+        q3, k3, v3, keep, batch = _fused_inputs(B, q._data, k._data, v._data, None if mask is None else mask._data,
+                                                prm)
+        out3, lse = node.stash
+        g3 = B.reshape(B.permute_dims(g._data, prm["q_src"]), tuple(out3.shape))
+        grads = B.attention_backward(q3, k3, v3, out3, lse, g3, scale=prm["scale"], causal=prm["is_causal"],
+                                     key_keep=keep)
+        out = []
+        for i, (grad, key) in enumerate(zip(grads, ("q_src", "k_src", "v_src"))):
+            if node.edges[i] is None:
+                out.append(None)
+                continue
+            work = _const(B, B.reshape(grad, batch + tuple(grad.shape[1:])))
+            out.append(_t_from_work(work, prm[key], node.in_shapes[i], node.in_names[i]))
+        return (*out, None)  # a bool mask has no gradient
 
 
 # ----------------------------------------------------------------------------- public functions
@@ -450,6 +547,8 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, *, dim: str, k
         scale = 1.0 / math.sqrt(d) if d else 1.0
     params = dict(q_src=q_src, k_src=k_src, v_src=v_src, m_src=m_src, scale=float(scale),
                   is_causal=bool(is_causal), dropout_p=float(dropout_p))
+    if _fusable(q._B, q, k, v, mask, m_src, dropout_p, return_weights):
+        return apply(_FusedAttention, (q, k, v, mask), out_names, **params)
     if return_weights:
         return apply(_AttentionWeights, (q, k, v, mask), (out_names, weights_names), **params)
     return apply(_Attention, (q, k, v, mask), out_names, **params)

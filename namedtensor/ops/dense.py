@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Hashable, Optional
 
 from .. import _dtypes, _names
-from ..autograd.graph import Op, apply
+from ..autograd.graph import Op, _device_error, apply
 from ..tensor import Tensor
 from ._common import with_names
 from ._fused import floating, into, numel, same_dtype, tensor_arg
@@ -204,6 +204,8 @@ def embedding(indices: Tensor, weight: Tensor, *, dim: Hashable = None) -> Tenso
     if indices.dtype.kind != "i":
         raise TypeError(f"{op}: the indices must be an integer tensor, got {indices.dtype!r}; use .long().")
     B = weight._B
+    if indices._B is not B:  # the indices are a parameter of the op, not an input apply() checks
+        raise _device_error(op, weight, indices)
     index = B.reshape(indices.array, (indices.numel(),))
     if indices.dtype is not _dtypes.int64:  # int64 flat offsets in the gradient: no overflow
         index = B.astype(index, B.native(_dtypes.int64))

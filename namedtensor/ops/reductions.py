@@ -12,6 +12,8 @@ element; ``amax``/``amin`` (and ``max``/``min`` of the whole tensor) split it ev
 as PyTorch does.  Products (``prod``, ``cumprod``) have gradients that are right when the input
 holds zeros: ``prod``'s is a product of exclusive cumulative products (no division), ``cumprod``'s
 divides by the input only when it holds no zero.
+``softmax``/``log_softmax`` and their backward are the backend's hooks (``B.softmax``,
+``B.softmax_backward``: fused kernels on the GPU).
 Integer tensors are averaged, normalised and softmaxed in float64 (NumPy's rule, as for every op that
 needs floats); bool tensors sum, multiply and
 scan as int64 (``True`` is 1) and their max/min are bool, as in NumPy.
@@ -24,7 +26,7 @@ import numbers
 from typing import Optional, Sequence, Union
 
 from .. import _dtypes, _names
-from ..autograd.graph import Op, apply
+from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
 from ._common import inverse_permutation, with_names
 from .elementwise import maximum, minimum, where
@@ -540,47 +542,44 @@ def all(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:  # noqa: 
 
 
 class _Softmax(Op):
+    """Softmax (``log``: log-softmax) along ``axis``: the backend's hook (a fused kernel on the GPU).
+    The backward is the hook's too when no graph is recorded, else tensor ops (differentiable again)."""
+
     name = "softmax"
     saves_output = True
 
     @staticmethod
-    def forward(B, x, axis):
-        e = B.exp(x - B.max(x, axis=axis, keepdims=True))
-        return e / B.sum(e, axis=axis, keepdims=True)
+    def forward(B, x, axis, log):
+        return B.softmax(x, axis, log)
 
     @staticmethod
     def backward(node, g):
         (y,) = node.saved_tensors()
-        return (y * (g - (g * y).sum(node.params["axis"], keepdim=True)),)
+        axis, log = node.params["axis"], node.params["log"]
+        if not is_grad_enabled():
+            B = node.B
+            return (Tensor._make(B.softmax_backward(y._data, g._data, axis, log), node.in_names[0], B),)
+        if log:
+            return (g - y.exp() * g.sum(axis, keepdim=True),)
+        return (y * (g - (g * y).sum(axis, keepdim=True)),)
 
 
-class _LogSoftmax(Op):
+class _LogSoftmax(_Softmax):
     name = "log_softmax"
-    saves_output = True
-
-    @staticmethod
-    def forward(B, x, axis):
-        z = x - B.max(x, axis=axis, keepdims=True)
-        return z - B.log(B.sum(B.exp(z), axis=axis, keepdims=True))
-
-    @staticmethod
-    def backward(node, g):
-        (y,) = node.saved_tensors()
-        return (g - y.exp() * g.sum(node.params["axis"], keepdim=True),)
 
 
 def softmax(t: Tensor, dim: Dim) -> Tensor:
     """``exp(t) / sum(exp(t))`` along ``dim`` (a name or an int), without overflow; keeps the names."""
     ax = _names.axis(t._names, dim, "softmax")
     _nonempty(t, (ax,), "softmax")
-    return apply(_Softmax, (_floating(t),), t._names, axis=ax)
+    return apply(_Softmax, (_floating(t),), t._names, axis=ax, log=False)
 
 
 def log_softmax(t: Tensor, dim: Dim) -> Tensor:
     """``log(softmax(t, dim))`` computed directly (accurate for very negative logits); keeps the names."""
     ax = _names.axis(t._names, dim, "log_softmax")
     _nonempty(t, (ax,), "log_softmax")
-    return apply(_LogSoftmax, (_floating(t),), t._names, axis=ax)
+    return apply(_LogSoftmax, (_floating(t),), t._names, axis=ax, log=True)
 
 
 METHODS = {

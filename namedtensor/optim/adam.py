@@ -14,13 +14,18 @@ computed in chunks that stay in the cache (see :func:`namedtensor.optim.optimize
 ``m = beta1 * m + (1 - beta1) * g`` and ``p -= c * m / (sqrt(v) + eps * sqrt(1 - beta2**t))`` with
 ``c = lr * sqrt(1 - beta2**t) / (1 - beta1**t)``: the same values up to rounding, in fewer passes.
 
+Without amsgrad and maximize, the parameters of a group are updated together: one call of the
+backend's ``adamw_`` hook per dtype (and step count, which is normally the same for all), which on
+the GPU is one kernel launch over all of them; on the CPU it is the chunked computation above, one
+parameter after the other.  With amsgrad or maximize each parameter is updated alone, here.
+
 State per parameter: ``"step"`` (an int), ``"exp_avg"`` (m), ``"exp_avg_sq"`` (v) and, with amsgrad,
 ``"max_exp_avg_sq"``, the tensors named like ``p``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 from ..tensor import Tensor
 from .optimizer import Optimizer, Params, check_number, chunks, out_ops
@@ -51,6 +56,41 @@ class Adam(Optimizer):
     def _required_state(self, group: Dict[str, Any]) -> Tuple[str, ...]:
         extra = ("max_exp_avg_sq",) if group["amsgrad"] else ()
         return ("step", "exp_avg", "exp_avg_sq") + extra
+
+    def _update_group(self, group: Dict[str, Any], todo: List[Tuple[Tensor, Any]]) -> None:
+        if group["amsgrad"] or group["maximize"]:
+            super()._update_group(group, todo)
+            return
+        # one hook call per backend, dtype and step count: the parameters, grads and moments of each
+        batches: Dict[tuple, tuple] = {}
+        states = self.state
+        for p, grad in todo:
+            state = states[p]
+            if not state:
+                state["step"] = 0
+                state["exp_avg"] = self._state_tensor(p)
+                state["exp_avg_sq"] = self._state_tensor(p)
+            step = state["step"] = state["step"] + 1
+            x = p.array
+            if grad.dtype is not x.dtype and grad.dtype != x.dtype:  # the hook takes one dtype
+                grad = p._B.astype(grad, x.dtype)
+            key = (p._B, x.dtype, step)
+            batch = batches.get(key)
+            if batch is None:
+                batch = batches[key] = ([], [], [], [], [])
+            xs, gs, ms, vs, edited = batch
+            m, v = state["exp_avg"], state["exp_avg_sq"]
+            xs.append(x)
+            gs.append(grad)
+            ms.append(m.array)
+            vs.append(v.array)
+            edited += (p, m, v)
+        beta1, beta2 = group["betas"]
+        for (B, _, step), (xs, gs, ms, vs, edited) in batches.items():
+            B.adamw_(xs, gs, ms, vs, lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
+                     weight_decay=group["weight_decay"], step=step, decoupled=self._decoupled)
+            for t in edited:
+                t._bump()  # graphs that saved the old values must refuse them
 
     def _update(self, p: Tensor, grad, state: Dict[str, Any], group: Dict[str, Any]) -> None:
         B = p._B

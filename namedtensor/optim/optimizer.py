@@ -7,9 +7,10 @@ keeps them.  ``state_dict()`` has PyTorch's layout: ``{"state": {index: {...}}, 
 [{..., "params": [indices]}]}``, parameters numbered in group order.
 
 Subclasses set their defaults, check a group's hyperparameters (``_check_group``) and update one
-parameter from raw arrays (``_update``), with the helpers at the bottom: ``chunks`` cuts a large
-parameter, its grad and state into cache-sized pieces, and ``out_ops`` gives the backend's elementwise
-functions with ``out=`` (writing straight into a buffer, or through a copy where the backend has none).
+parameter from raw arrays (``_update``; or all the parameters of a group together, ``_update_group``),
+with the helpers at the bottom: ``chunks`` cuts a large parameter, its grad and state into cache-sized
+pieces, and ``out_ops`` gives the backend's elementwise functions with ``out=`` (writing straight into
+a buffer, or through a copy where the backend has none).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numbers
 from collections import defaultdict
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from .. import _names
+from .. import _names, backends
 from ..autograd.engine import zero_grads
 from ..autograd.graph import enable_grad
 from ..tensor import Tensor
@@ -38,6 +39,7 @@ class Optimizer:
     def __init__(self, params: Params, defaults: Dict[str, Any]) -> None:
         self.defaults = dict(defaults)
         self.state: Dict[Tensor, Dict[str, Any]] = defaultdict(dict)
+        self._moves = backends.moves
         self.param_groups: List[Dict[str, Any]] = []
         kind = type(self).__name__
         if isinstance(params, Tensor):
@@ -132,8 +134,9 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        state = self.state
+        self._follow_params()
         for group in self.param_groups:
+            todo = []
             for p in group["params"]:
                 g = p.grad
                 if g is None:
@@ -143,13 +146,33 @@ class Optimizer:
                         f"{type(self).__name__}.step: a parameter (names {_names.fmt(p._names)}) is on "
                         f"{p._B!r} but its grad is on {g._B!r}; move the grad to the parameter's device."
                     )
-                self._update(p, g.array, state[p], group)
-                p._bump()  # graphs that saved the old values must refuse them
+                todo.append((p, g.array))
+            self._update_group(group, todo)
         return loss
+
+    def _update_group(self, group: Dict[str, Any], todo: List[Tuple[Tensor, Any]]) -> None:
+        """Update the parameters of ``group`` that have a grad, ``(parameter, raw grad array)`` pairs, in
+        place; by default one by one (:meth:`_update`).  Subclasses may update them together (Adam's
+        one fused call per dtype)."""
+        state = self.state
+        for p, grad in todo:
+            self._update(p, grad, state[p], group)
+            p._bump()  # graphs that saved the old values must refuse them
 
     def _update(self, p: Tensor, grad, state: Dict[str, Any], group: Dict[str, Any]) -> None:
         """Update ``p`` in place from its raw gradient array ``grad`` (subclasses)."""
         raise NotImplementedError
+
+    def _follow_params(self) -> None:
+        """Put the state on its parameter's device after ``Module.to`` moved parameters (a step that
+        does not go through :meth:`step` calls this first); one int compare when nothing moved."""
+        if self._moves == backends.moves:
+            return
+        self._moves = backends.moves
+        for p, entry in self.state.items():
+            for k, v in entry.items():
+                if isinstance(v, Tensor) and v.device != p.device:
+                    entry[k] = Tensor._make(backends.transfer(v.array, v._B, p._B), v._names, p._B)
 
     @staticmethod
     def _state_tensor(p: Tensor) -> Tensor:

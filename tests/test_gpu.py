@@ -1,0 +1,484 @@
+"""On a CUDA device: every op family and layer equals the CPU result, a Transformer trains, and the
+device features (Module.to, nt.cuda's memory functions, pinned DataLoader batches) work.
+
+Marked ``gpu``: deselected (by conftest.py, with the reason) where CuPy or a CUDA device is missing.
+Each op runs on the same inputs on the CPU (NumPy) and on "cuda"; values and the gradients of a
+fixed random weighting of the outputs must agree to float32 rounding (rtol 1e-4 / atol 1e-5, looser
+where the op sums many terms), and float16 results on the GPU to the float32 CPU result of the same
+float16-rounded inputs (rtol/atol 2e-2).  The CUDA kernels against their NumPy references are in
+test_cuda_kernels.py.
+"""
+
+import numpy as np
+import pytest
+
+import namedtensor as nt
+from namedtensor import backends, cuda, nn, optim
+from namedtensor.data import DataLoader, TensorDataset
+from namedtensor.nn import functional as F
+from namedtensor.testing import assert_close
+
+pytestmark = pytest.mark.gpu
+
+F32 = {"rtol": 1e-4, "atol": 1e-5}
+F16 = {"rtol": 2e-2, "atol": 2e-2}
+
+
+@pytest.fixture(autouse=True)
+def on_numpy():
+    backends.use_cpu_backend("numpy")
+    nt.manual_seed(0)
+
+
+def rnd(*shape, names, seed=0, dtype="float32", low=None):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=shape) if low is None else rng.uniform(low, 1.0, size=shape)
+    return nt.tensor(a.astype(dtype), names=names)
+
+
+def ints(high, *shape, names, seed=0):
+    return nt.tensor(np.random.default_rng(seed).integers(0, high, size=shape), names=names)
+
+
+def _outputs(out):
+    if isinstance(out, nt.Tensor):
+        return [out]
+    return [o for o in out if isinstance(o, nt.Tensor)]
+
+
+def check(fn, *inputs, tol=F32, grad=True):
+    """``fn`` on the CPU and on the GPU (the same inputs moved): equal outputs and input gradients."""
+    cpu_in = [t.detach().requires_grad_(grad and t.dtype.kind == "f") for t in inputs]
+    gpu_in = [t.detach().to("cuda").requires_grad_(grad and t.dtype.kind == "f") for t in inputs]
+    cpu_out, gpu_out = _outputs(fn(*cpu_in)), _outputs(fn(*gpu_in))
+    assert len(cpu_out) == len(gpu_out)
+    for c, g in zip(cpu_out, gpu_out):
+        assert g.device.startswith("cuda") and g.dtype is c.dtype and g.names == c.names
+        assert_close(g.detach().cpu(), c.detach(), **tol)
+    floats = [(c, g) for c, g in zip(cpu_out, gpu_out) if c.requires_grad]
+    if not floats:
+        return
+    rng = np.random.default_rng(1)
+    cpu_total = gpu_total = 0
+    for c, g in floats:
+        w = nt.tensor(rng.normal(size=c.shape).astype(c.dtype.name), names=c.names)
+        cpu_total = cpu_total + (c * w).sum()
+        gpu_total = gpu_total + (g * w.to("cuda")).sum()
+    cpu_total.backward()
+    gpu_total.backward()
+    for c, g in zip(cpu_in, gpu_in):
+        if c.requires_grad and c.grad is not None:
+            assert g.grad.device.startswith("cuda")
+            assert_close(g.grad.cpu(), c.grad, **tol)
+
+
+def check_half(fn, *inputs, tol=F16):
+    """``fn`` in float16 on the GPU against float32 on the CPU, from the same float16-rounded inputs."""
+    rounded = [t.to(nt.float16).to(nt.float32) if t.dtype.kind == "f" else t for t in inputs]
+    expected = _outputs(fn(*rounded))
+    got = _outputs(fn(*[t.to("cuda", nt.float16) if t.dtype.kind == "f" else t.to("cuda") for t in rounded]))
+    for c, g in zip(expected, got):
+        if c.dtype.kind == "f":
+            assert g.dtype is nt.float16
+            assert_close(g.cpu().to(nt.float32), c, **tol)
+        else:
+            assert_close(g.cpu(), c)
+
+
+X = ("batch", "seq", "embed")
+
+
+def x3(seed=0, **kw):
+    return rnd(2, 5, 8, names=X, seed=seed, **kw)
+
+
+# ----------------------------------------------------------------------------- op families
+
+
+ELEMENTWISE = {
+    "arith": lambda x, y: (x + y) * x - y / (1.5 + x.abs()) + 2 ** x.clip(-2, 2) - x.square(),
+    "math": lambda x, y: x.exp() + y.sin() + x.cos() * y.tanh() + x.sigmoid() + y.abs().log1p() + x.expm1(),
+    "activations": lambda x, y: x.relu() + F.gelu(y) + F.silu(x) + F.gelu(x, approximate="tanh") + y.softplus(),
+    "sqrt_rsqrt": lambda x, y: x.abs().add(0.5).sqrt() + y.abs().add(0.5).rsqrt() + x.reciprocal().clip(-3, 3),
+    "compare_where": lambda x, y: nt.where(x > y, x, y * 2) + nt.maximum(x, y) - nt.minimum(x, 0.1),
+    "erf_sign": lambda x, y: x.erf() + y.sign() * x.floor() + x.ceil() * 0.5 + y.round(),
+}
+
+
+@pytest.mark.parametrize("name", ELEMENTWISE)
+def test_elementwise(name):
+    check(ELEMENTWISE[name], x3(0), x3(1))
+
+
+@pytest.mark.parametrize("name", ["arith", "math", "activations", "compare_where"])
+def test_elementwise_float16(name):
+    check_half(ELEMENTWISE[name], x3(0), x3(1))
+
+
+def test_logical_and_integer_ops():
+    a, b = ints(5, 4, 3, names=("i", "j")), ints(5, 4, 3, names=("i", "j"), seed=1)
+    check(lambda a, b: ((a + b) * 3 // 2 - a % 3, nt.logical_and(a > 1, b < 3), nt.logical_or(a > 3, b > 3)
+                        .logical_not(), (a == b).any("j"), (a != b).all("i")), a, b, grad=False)
+
+
+REDUCTIONS = {
+    "sum_mean": lambda x: (x.sum("seq"), x.mean(("batch", "embed")), x.sum(), x.mean("embed", keepdim=True)),
+    "prod": lambda x: x.clip(0.5, 1.5).prod("seq"),
+    "max_min": lambda x: (x.amax("seq"), x.amin("embed"), x.max("seq").values, x.min("embed").values),
+    "arg": lambda x: (x.argmax("seq"), x.argmin("embed")),
+    "std_var": lambda x: (x.std("seq"), x.var("embed", unbiased=False), x.var(("seq", "embed"))),
+    "logsumexp_norm": lambda x: (x.logsumexp("embed"), x.norm(dim="seq"), x.norm(p=1, dim="embed")),
+    "softmax": lambda x: (x.softmax("embed"), x.log_softmax("embed"), x.softmax("seq"), x.log_softmax("batch")),
+    "cumulative": lambda x: (x.cumsum("seq"), (x.clip(-1, 1) + 2).cumprod("embed")),
+}
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_reductions(name):
+    check(REDUCTIONS[name], x3())
+
+
+def test_softmax_float16_and_big_rows():
+    check_half(REDUCTIONS["softmax"], x3())
+    wide = rnd(4, 3000, names=("row", "vocab"))
+    check(lambda x: (x.softmax("vocab"), x.log_softmax("vocab"), x.log_softmax("row")), wide,
+          tol={"rtol": 1e-4, "atol": 1e-6})
+
+
+def test_sorting():
+    check(lambda x: (nt.sort(x, "embed").values, nt.sort(x, "seq", descending=True).values,
+                     nt.argsort(x, "embed"), x.topk(3, "embed").values, x.topk(2, "seq", largest=False).indices),
+          x3())
+
+
+SHAPES = {
+    "flatten": lambda x: x.flatten(("seq", "embed"), "flat").unflatten("flat", (("s", 5), ("e", 8))),
+    "squeeze": lambda x: x.unsqueeze(1, "one").squeeze("one").reshape(10, 8, names=("rows", "embed")),
+    "broadcast": lambda x: x.sum("seq").align_to("batch", "seq", "embed").broadcast_to((2, 5, 8)) * x,
+    "movement": lambda x: (x.flip("seq"), x.roll(2, "embed"), x.tile((1, 2, 1)), x.sum("batch").tril(),
+                           x.sum("batch").triu(1)),
+    "naming": lambda x: (x.align_to("embed", "batch", "seq"), x.permute("seq", "embed", "batch"),
+                         x.transpose("batch", "embed"), x.rename(seq="time")),
+    "joining": lambda x: (nt.cat([x, x * 2], "seq"), nt.stack([x, -x], "pair"), *x.split(3, "embed"),
+                          *x.chunk(2, "seq"), *x.unbind("batch"), x.pad({"seq": (1, 2)}, value=0.5)),
+}
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_shape_movement_naming_joining(name):
+    check(SHAPES[name], x3())
+
+
+INDEXING = {
+    "basic": lambda x, i: (x[0], x[:, 1:4], x[{"seq": 2}], x.select("embed", 3), x.narrow("seq", 1, 3),
+                           x.isel(seq=slice(0, 2))),
+    "advanced": lambda x, i: (x.index_select("seq", i), x[:, i], x.gather("embed", i.rename(seq="embed")
+                                                                           .align_to("batch", "seq", "embed")
+                                                                           .expand(2, 5, 3) % 8)),
+    "masks": lambda x, i: (x.masked_fill(x > 0.5, -1.0), nt.where(x < 0, 0.0, x)),
+}
+
+
+@pytest.mark.parametrize("name", INDEXING)
+def test_indexing(name):
+    check(INDEXING[name], x3(), ints(5, 3, names=("seq",)))
+
+
+def test_inplace_and_setitem():
+    def fn(x, y):
+        z = x * 1.0
+        with nt.no_grad():
+            w = z.detach().clone()
+            w.add_(y).mul_(2).clamp_(-1, 1)
+            w[0, 1] = 5.0
+            w.masked_fill_(w < -0.5, 0.0)
+        return z + w
+
+    check(fn, x3(), x3(1))
+
+
+LINALG = {
+    "matmul": lambda x, w: (nt.matmul(x, w), x @ w),
+    "einsum": lambda x, w: (nt.einsum("batch seq embed, embed hidden -> batch hidden", x, w),),
+    "dot_outer": lambda x, w: (nt.dot(x, x, over="embed"), nt.outer(x[0, 0], w[:, 0].rename(embed="e2"))),
+    "linear": lambda x, w: F.linear(x, w.rename(hidden="out").align_to("out", "embed"), dim="embed"),
+}
+
+
+@pytest.mark.parametrize("name", LINALG)
+def test_linalg(name):
+    check(LINALG[name], x3(), rnd(8, 6, names=("embed", "hidden"), seed=2), tol={"rtol": 1e-4, "atol": 1e-4})
+
+
+def test_embedding():
+    check(lambda idx, w: F.embedding(idx, w, dim="vocab"), ints(10, 3, 4, names=("batch", "seq")),
+          rnd(10, 8, names=("vocab", "embed")))
+
+
+def test_normalization():
+    w, b = rnd(8, names=("embed",), seed=3), rnd(8, names=("embed",), seed=4)
+    check(lambda x, w, b: (F.layer_norm(x, "embed", w, b), F.layer_norm(x, ("seq", "embed")),
+                           F.rms_norm(x, "embed", w), F.rms_norm(x, "embed")), x3(), w, b)
+    check_half(lambda x, w, b: (F.layer_norm(x, "embed", w, b), F.rms_norm(x, "embed", w)), x3(), w, b)
+
+
+def test_losses():
+    logits = rnd(4, 6, 10, names=("batch", "seq", "vocab"))
+    target = ints(10, 4, 6, names=("batch", "seq"))
+    target_np = target.numpy().copy()
+    target_np[0, :3] = -100
+    ignored = nt.tensor(target_np, names=("batch", "seq"))
+    check(lambda z, t, u: (F.cross_entropy(z, t, "vocab"), F.cross_entropy(z, u, "vocab", ignore_index=-100),
+                           F.cross_entropy(z, t, "vocab", reduction="none"),
+                           F.cross_entropy(z, t, "vocab", label_smoothing=0.1),
+                           F.nll_loss(z.log_softmax("vocab"), t, "vocab"),
+                           F.mse_loss(z, z.detach() * 0.5)), logits, target, ignored)
+    check_half(lambda z, t: F.cross_entropy(z, t, "vocab", reduction="none"), logits, target)
+
+
+def _qkv(seq=7, key=7, d=16, heads=2, seed=0, dtype="float32"):
+    q = rnd(2, heads, seq, d, names=("batch", "head", "seq", "d"), seed=seed, dtype=dtype)
+    k = rnd(2, heads, key, d, names=("batch", "head", "key", "d"), seed=seed + 1, dtype=dtype)
+    v = rnd(2, heads, key, d, names=("batch", "head", "key", "d"), seed=seed + 2, dtype=dtype)
+    return q, k, v
+
+
+ATTENTION = {
+    "plain": lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, dim="d", key_dim="key"),
+    "causal": lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, dim="d", key_dim="key", is_causal=True),
+    "padding": lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, dim="d", key_dim="key", mask=m),
+    "causal_padding": lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, dim="d", key_dim="key", mask=m,
+                                                                        is_causal=True, scale=0.3),
+    "float_mask": lambda q, k, v, m: F.scaled_dot_product_attention(
+        q, k, v, dim="d", key_dim="key", mask=nt.zeros_like(m, dtype=q.dtype).masked_fill(m.logical_not(), -1e9)),
+    "weights": lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, dim="d", key_dim="key", mask=m,
+                                                                 return_weights=True),
+}
+
+
+def _padding(key=7):
+    keep = np.ones((2, key), dtype=bool)
+    keep[1, key - 3:] = False
+    return nt.tensor(keep, names=("batch", "key"))
+
+
+@pytest.mark.parametrize("name", ATTENTION)
+def test_attention(name):
+    check(ATTENTION[name], *_qkv(), _padding(), tol={"rtol": 1e-4, "atol": 2e-5})
+
+
+@pytest.mark.parametrize("name", ["plain", "causal", "causal_padding"])
+def test_attention_long_and_float16(name):
+    # longer than one tile of the fused kernel in both directions, and head sizes it specialises on
+    for seq, key, d in ((130, 130, 64), (70, 200, 32)):
+        check(ATTENTION[name], *_qkv(seq, key, d, heads=1), _padding(key), tol={"rtol": 1e-3, "atol": 1e-4})
+        check_half(ATTENTION[name], *_qkv(seq, key, d, heads=1), _padding(key))
+
+
+def test_dtype_casts_and_factories_on_the_device():
+    check(lambda x: (x.to(nt.float64), x.half().float(), x.double().sum("seq"), x.long(), x.bool()), x3())
+    for t in (nt.zeros(2, 3, device="cuda"), nt.arange(5, device="cuda"), nt.eye(3, device="cuda"),
+              nt.full((2,), 3, device="cuda"), nt.linspace(0, 1, 4, device="cuda")):
+        assert t.is_cuda
+        assert_close(t.cpu(), t.to("cpu"))
+    assert nt.arange(5, device="cuda").tolist() == [0, 1, 2, 3, 4]
+    nt.manual_seed(3)
+    a = nt.randn(1000, device="cuda")
+    nt.manual_seed(3)
+    assert nt.randn(1000, device="cuda").tolist() == a.tolist()
+    assert abs(a.mean().item()) < 0.1 and abs(a.std().item() - 1) < 0.1
+    u = nt.rand(1000, device="cuda", dtype=nt.float16)
+    assert u.dtype is nt.float16 and 0 <= u.min().item() and u.max().item() < 1
+    r = nt.randint(0, 7, (1000,), device="cuda")
+    assert r.dtype is nt.int64 and set(r.tolist()) == set(range(7))
+
+
+def test_mixing_cpu_and_cuda_raises():
+    x = x3()
+    with pytest.raises(ValueError, match=r"cpu \(numpy\) and cuda:0 \(cupy\)"):
+        x + x.cuda()
+
+
+# ----------------------------------------------------------------------------- layers and training
+
+
+LAYERS = {
+    "linear": lambda: nn.Linear("embed", "hidden", 8, 12),
+    "layer_norm": lambda: nn.LayerNorm("embed", 8),
+    "rms_norm": lambda: nn.RMSNorm("embed", 8),
+    "mlp": lambda: nn.MLP("embed", 8, 32),
+    "attention": lambda: nn.MultiheadAttention("embed", 8, 2),
+    "block": lambda: nn.TransformerBlock("embed", 8, 2),
+    "activations": lambda: nn.Sequential(nn.GELU(), nn.SiLU(), nn.Tanh(), nn.Sigmoid(), nn.ReLU(), nn.Softmax("embed")),
+}
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_layers_match_the_cpu(name):
+    nt.manual_seed(0)
+    cpu_layer = LAYERS[name]()
+    gpu_layer = LAYERS[name]()
+    gpu_layer.load_state_dict(cpu_layer.state_dict())
+    gpu_layer.to("cuda")
+    x = x3().requires_grad_()
+    xg = x.detach().cuda().requires_grad_()
+    call = (lambda m, t: m(t, is_causal=True)) if name == "block" else (lambda m, t: m(t))
+    c, g = call(cpu_layer, x), call(gpu_layer, xg)
+    assert_close(g.detach().cpu(), c.detach(), rtol=1e-4, atol=1e-5)
+    c.square().sum().backward()
+    g.square().sum().backward()
+    assert xg.grad.is_cuda
+    assert_close(xg.grad.cpu(), x.grad, rtol=1e-3, atol=1e-4)
+    for (k, pc), (_, pg) in zip(cpu_layer.named_parameters(), gpu_layer.named_parameters()):
+        assert pg.grad.is_cuda, k
+        assert_close(pg.grad.cpu(), pc.grad, rtol=1e-3, atol=1e-4)
+
+
+def test_embedding_and_dropout_layers():
+    emb = nn.Embedding(10, 8, "embed").to("cuda")
+    idx = ints(10, 2, 5, names=("batch", "seq")).cuda()
+    out = emb(idx)
+    assert out.is_cuda and out.names == ("batch", "seq", "embed")
+    drop = nn.Dropout(0.5).to("cuda")
+    y = drop(nt.ones(1000, names=("x",), device="cuda"))
+    kept = (y != 0).sum().item()
+    assert 350 < kept < 650 and set(np.unique(y.cpu().numpy()).tolist()) <= {0.0, 2.0}
+    drop.eval()
+    assert drop(y) is y or (drop(y) == y).all().item()
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab=16, size=32, heads=4, layers=2, device=None):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, size, "embed", device=device)
+        self.blocks = nn.ModuleList([nn.TransformerBlock("embed", size, heads, device=device) for _ in range(layers)])
+        self.norm = nn.LayerNorm("embed", size, device=device)
+        self.head = nn.Linear("embed", "vocab", size, vocab, device=device)
+
+    def forward(self, tokens):
+        x = self.tok(tokens)
+        for block in self.blocks:
+            x = block(x, is_causal=True)
+        return self.head(self.norm(x))
+
+
+def test_a_transformer_trains_on_the_gpu():
+    nt.manual_seed(0)
+    model = TinyLM(device="cuda")
+    assert all(p.is_cuda for p in model.parameters())
+    opt = optim.AdamW(model.parameters(), lr=3e-3)
+    rng = np.random.default_rng(0)
+    # the task: copy the sequence shifted by one (next token = current token + 1 mod 16)
+    start = rng.integers(0, 16, size=(32, 1))
+    seq = (start + np.arange(17)) % 16
+    tokens = nt.tensor(seq[:, :-1], names=("batch", "seq"), device="cuda")
+    targets = nt.tensor(seq[:, 1:], names=("batch", "seq"), device="cuda")
+    losses = []
+    for _ in range(60):
+        loss = F.cross_entropy(model(tokens), targets, "vocab")
+        opt.zero_grad()
+        loss.backward()
+        optim.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0], losses
+    for p in model.parameters():
+        for v in opt.state[p].values():
+            if isinstance(v, nt.Tensor):
+                assert v.is_cuda
+
+
+def test_the_same_training_step_on_cpu_and_gpu():
+    nt.manual_seed(0)
+    cpu_model = TinyLM()
+    gpu_model = TinyLM()
+    gpu_model.load_state_dict(cpu_model.state_dict())
+    gpu_model.to("cuda")
+    tokens = ints(16, 4, 12, names=("batch", "seq"))
+    targets = ints(16, 4, 12, names=("batch", "seq"), seed=1)
+    for model, dev in ((cpu_model, "cpu"), (gpu_model, "cuda")):
+        opt = optim.AdamW(model.parameters(), lr=1e-3)
+        for _ in range(3):
+            loss = F.cross_entropy(model(tokens.to(dev)), targets.to(dev), "vocab")
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for (k, a), (_, b) in zip(cpu_model.named_parameters(), gpu_model.named_parameters()):
+        assert_close(b.detach().cpu(), a.detach(), rtol=1e-3, atol=1e-4), k
+
+
+def test_module_to_round_trip_and_checkpoint(tmp_path):
+    nt.manual_seed(0)
+    model = TinyLM()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    params = list(model.parameters())
+    model.cuda()
+    assert list(model.parameters()) == params and all(p.is_cuda for p in params)
+    nt.save(model.state_dict(), tmp_path / "m.safetensors")
+    loaded = nt.load(tmp_path / "m.safetensors", device="cuda")
+    assert all(t.is_cuda for t in loaded.values())
+    model.cpu()
+    for k, v in model.state_dict().items():
+        assert v.device == "cpu"
+        assert_close(v, before[k], rtol=0, atol=0)
+        assert_close(loaded[k].cpu(), before[k], rtol=0, atol=0)
+
+
+def test_backward_across_the_device_boundary():
+    x = x3().requires_grad_()
+    y = (x.cuda().exp() * 2).sum("seq").cpu()
+    y.sum().backward()
+    assert x.grad.device == "cpu"
+    assert_close(x.grad, 2 * x.detach().exp(), **F32)
+
+
+# ----------------------------------------------------------------------------- nt.cuda and the DataLoader
+
+
+def test_nt_cuda_functions():
+    import cupy
+
+    assert cuda.is_available() and cuda.device_count() == cupy.cuda.runtime.getDeviceCount() >= 1
+    assert cuda.current_device() == 0
+    cuda.empty_cache()
+    base = cuda.memory_allocated()
+    t = nt.zeros(1 << 20, device="cuda")  # 4 MiB
+    cuda.synchronize()
+    assert cuda.memory_allocated() >= base + (4 << 20)
+    assert cuda.memory_reserved() >= cuda.memory_allocated()
+    del t
+    assert cuda.memory_allocated() == base
+    reserved = cuda.memory_reserved()
+    cuda.empty_cache()
+    assert cuda.memory_reserved() <= reserved - (4 << 20)
+    cuda.set_device(0)
+    with pytest.raises(RuntimeError, match="there is no CUDA device"):
+        nt.zeros(1, device=f"cuda:{cuda.device_count()}")
+
+
+def test_pinned_memory_and_non_blocking_copies():
+    B = backends.get("cuda")
+    t = x3()
+    p = cuda.pin(t)
+    assert B.is_pinned(p.numpy()) and not B.is_pinned(t.numpy())
+    g = p.to("cuda", non_blocking=True)
+    cuda.synchronize()
+    assert_close(g.cpu(), t, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", [None, "cuda"])
+def test_pin_memory_loader(device):
+    x = rnd(40, 3, names=("example", "feat"))
+    y = ints(5, 40, names=("example",))
+    ds = TensorDataset(x, y, dim="example")
+    B = backends.get("cuda")
+    plain = list(DataLoader(ds, batch_size=16, shuffle=True, seed=0))
+    fast = list(DataLoader(ds, batch_size=16, shuffle=True, seed=0, pin_memory=True, device=device))
+    assert len(fast) == len(plain) == 3
+    for (px, py), (fx, fy) in zip(plain, fast):
+        if device is None:
+            assert fx.device == "cpu" and B.is_pinned(fx.numpy())
+        else:
+            assert fx.is_cuda and fy.is_cuda
+        assert_close(fx.cpu(), px, rtol=0, atol=0)
+        assert fy.cpu().tolist() == py.tolist()

@@ -1,0 +1,188 @@
+"""The CUDA sources compile: every kernel of ``namedtensor/backends/cuda/*.cu`` and every CuPy
+ElementwiseKernel body of :mod:`namedtensor.backends.cuda_kernels`, with ``nvcc`` for sm_80 (A100)
+and sm_90 (H100), and with NVRTC (what CuPy compiles them with) where CuPy's NVRTC can be loaded.
+
+The instantiations compiled are exactly the launchers' name expressions
+(:func:`~namedtensor.backends.cuda_kernels.name_expressions`), for float and __half.  ptxas's
+report (``-Xptxas -v``) gives each kernel's registers, spills and shared memory; the table is
+printed (``pytest -s``) and no kernel may spill.  Skipped, saying why, where ``nvcc`` is not on the
+PATH.  Nothing is written into the repository (objects go to a temporary folder).
+"""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from namedtensor.backends import cuda_kernels as ck
+
+NVCC = shutil.which("nvcc")
+pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH: the CUDA sources cannot be compiled here")
+
+ARCHS = ("sm_80", "sm_90")
+CTYPES = ("float", "__half")
+
+
+def _keep(names):
+    # taking each instantiation's address makes nvcc compile it
+    return "static void* const nt_keep[] = {\n" + ",\n".join(f"    (void*)&{n}" for n in names) + "\n};\n"
+
+
+def _elementwise_source(header="#include <cuda_fp16.h>\n", types=CTYPES):
+    """Each ElementwiseKernel body in a __global__ template (inputs const T, outputs T), as CuPy wraps it."""
+    parts, names = [header], []
+    for name, (ins, outs, body) in ck.ELEMENTWISE.items():
+        ins_, outs_ = [p.split() for p in ins.split(",")], [p.split() for p in outs.split(",")]
+        params = [f"const {t}* __restrict__ in_{v}" for t, v in ins_] + [f"{t}* __restrict__ out_{v}" for t, v in outs_]
+        lines = [f"template <typename T>\n__global__ void nt_ew_{name}({', '.join(params)}, long long n) {{",
+                 "    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+                 "    if (i >= n) return;"]
+        lines += [f"    const {t} {v} = in_{v}[i];" for t, v in ins_]
+        lines += [f"    {t} {v};" for t, v in outs_]
+        lines += ["    { " + body + " }"]
+        lines += [f"    out_{v}[i] = {v};" for t, v in outs_]
+        parts.append("\n".join(lines) + "\n}\n")
+        names += [f"nt_ew_{name}<{c}>" for c in types]
+    return "".join(parts) + _keep(names), names
+
+
+def _cupy_include():
+    """CuPy's header folder (its float16 class is T in float16 ElementwiseKernels), or None."""
+    spec = importlib.util.find_spec("cupy")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "_core" / "include"
+    return path if (path / "cupy" / "float16.cuh").exists() else None
+
+
+def _units():
+    """(label, translation unit, expected kernels, extra flags), longest first: the attention kernels
+    per element type, the other sources together (nvcc's start-up costs about a second per unit), the
+    elementwise bodies (with __half, and with CuPy's float16 where CuPy is installed)."""
+    units = [(f"attention.cu [{c}]", f'#include "{ck._DIR / "attention.cu"}"\n' + _keep(n), n, [])
+             for c in CTYPES for n in [ck.name_expressions("attention.cu", c)]]
+    others = [src for src in ck.TEMPLATES if src != "attention.cu"]
+    names = [n for src in others for c in CTYPES for n in ck.name_expressions(src, c)]
+    units.append((", ".join(others), "".join(f'#include "{ck._DIR / src}"\n' for src in others) + _keep(names),
+                  names, []))
+    units.append(("elementwise bodies", *_elementwise_source(), []))
+    include = _cupy_include()
+    if include is not None:
+        units.append(("elementwise bodies [CuPy float16]",
+                      *_elementwise_source("#include <cupy/float16.cuh>\n", ("float16",)), [f"-I{include}"]))
+    return units
+
+
+def _nvcc(args):
+    label, text, flags, workdir = args
+    tu = workdir / (re.sub(r"\W+", "_", label) + ".cu")
+    tu.write_text(text)
+    cmd = [NVCC, "--fatbin", "-std=c++17", "-ftz=true", "-Xptxas", "-v", "-diag-suppress", "177", *flags,
+           *(f"-gencode=arch=compute_{a[3:]},code={a}" for a in ARCHS), "-o", str(tu.with_suffix(".fatbin")), str(tu)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("nvcc")
+    units = _units()
+    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        results = list(pool.map(_nvcc, [(label, text, flags, workdir) for label, text, _, flags in units]))
+    return [(label, names, rc, out) for (label, _, names, _), (rc, out) in zip(units, results)]
+
+
+_ENTRY = re.compile(r"Compiling entry function '(\S+)' for '(sm_\d+)'")
+_SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+
+
+def _parse(out: str):
+    """{(mangled name, arch): (registers, spill stores, spill loads, static smem bytes)} from ptxas -v."""
+    found, key, spill = {}, None, (0, 0)
+    for line in out.splitlines():
+        if m := _ENTRY.search(line):
+            key = (m.group(1), m.group(2))
+        elif (m := _SPILL.search(line)) and key:
+            spill = (int(m.group(2)), int(m.group(3)))
+        elif (m := _USED.search(line)) and key:
+            found[key] = (int(m.group(1)), *spill, int(m.group(2) or 0))
+            key, spill = None, (0, 0)
+    return found
+
+
+def _demangle(names):
+    """Mangled -> readable kernel names (``kernel<args>``), by c++filt where it exists."""
+    filt = shutil.which("c++filt")
+    if filt is None:
+        return {n: n for n in names}
+    out = subprocess.run([filt], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
+    return {n: re.sub(r"^void ", "", d.split("(")[0]) for n, d in zip(names, out)}
+
+
+def test_every_source_compiles(compiled):
+    for label, _, rc, out in compiled:
+        assert rc == 0, f"nvcc failed on {label}:\n{out[-4000:]}"
+
+
+def test_every_kernel_is_built_without_spills(compiled):
+    rows = []
+    for label, names, rc, out in compiled:
+        assert rc == 0, label
+        found = _parse(out)
+        readable = _demangle(sorted({n for n, _ in found}))
+        for arch in ARCHS:
+            built = {readable[n] for n, a in found if a == arch}
+            # every launcher name expression, and nothing else, was compiled for this arch
+            assert len(built) == len(names), (label, arch, sorted(built))
+            if shutil.which("c++filt"):
+                assert built == set(names), (label, arch, sorted(built ^ set(names)))
+        for (n, arch), (regs, stores, loads, smem) in sorted(found.items(), key=lambda kv: (readable[kv[0][0]], kv[0][1])):
+            rows.append(f"{readable[n]:<40} {arch}  {regs:>3} regs  {smem:>5} B static smem  "
+                        f"spill stores {stores} loads {loads}")
+    print("\nptxas resource use (dynamic shared memory of the attention kernels not included):")
+    print("\n".join(rows))
+    spilled = [r for r in rows if "spill stores 0 loads 0" not in r]
+    assert not spilled, "kernels spill registers:\n" + "\n".join(spilled)
+
+
+def _nvrtc():
+    """CuPy's NVRTC binding and the folder holding cuda_fp16.h, or a reason why they are missing."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as e:  # CuPy missing, or its NVRTC library not found
+        return None, None, f"CuPy's NVRTC cannot be loaded ({type(e).__name__}: {e})"
+    candidates = [os.environ.get("CUDA_PATH", ""), "/usr/local/cuda", str(Path(os.path.realpath(NVCC)).parents[1])]
+    for c in candidates:
+        if c and (Path(c) / "include" / "cuda_fp16.h").exists():
+            return nvrtc, str(Path(c) / "include"), None
+    return None, None, "cuda_fp16.h not found for NVRTC"
+
+
+def test_sources_compile_with_nvrtc():
+    # what cupy.RawModule does: the source with common.cuh pasted in, the name expressions, their
+    # lowered (mangled) names; PTX for compute_80 (nvcc above builds the machine code per arch)
+    nvrtc, include, why = _nvrtc()
+    if nvrtc is None:
+        pytest.skip(why)
+    for src in ck.TEMPLATES:
+        for ctype in CTYPES:
+            prog = nvrtc.createProgram(ck.source_text(src), src, [], [])
+            names = ck.name_expressions(src, ctype)
+            for n in names:
+                nvrtc.addNameExpression(prog, n)
+            try:
+                nvrtc.compileProgram(prog, ["-arch=compute_80", "-std=c++17", "-ftz=true", f"-I{include}"])
+            except nvrtc.NVRTCError as e:
+                pytest.fail(f"NVRTC failed on {src} [{ctype}]: {e}\n{nvrtc.getProgramLog(prog)}")
+            lowered = [nvrtc.getLoweredName(prog, n) for n in names]
+            assert all(lowered) and len(set(lowered)) == len(names)
+            assert len(nvrtc.getPTX(prog)) > 0
+            nvrtc.destroyProgram(prog)
