@@ -32,10 +32,12 @@ from .ops.shape import broadcast_to, flatten, reshape, squeeze, unflatten, unsqu
 from .ops.sorting import ValuesIndices, argsort, sort, topk
 from .tensor import Tensor
 from .serialization import load, save
-from . import data, nn, optim  # noqa: E402 - they build on the Tensor and its methods above
+from . import cuda, data, nn, optim  # noqa: E402 - they build on the Tensor and its methods above
 from . import display as _display, interop as _interop, numpy_protocols as _numpy_protocols
 from .interop import from_dlpack, from_xarray, to_pandas, to_xarray
 from .numpy_protocols import lift
+from .tracing import ShapeTrace, show, spec, trace_shapes
+from .backends.meta_backend import DataDependentError
 from .tensor import install_methods as _install_methods
 
 for _module in (_interop, _display, _numpy_protocols):  # conversions, display and NumPy's protocols: not ops

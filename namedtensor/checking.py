@@ -23,9 +23,10 @@ the annotation is written, not when the function runs.
 reports ``Tensor`` (the spec rides in the ``Annotated`` metadata, read with
 ``include_extras=True``), so tools that evaluate annotations see an ordinary Tensor annotation.
 Static checkers (mypy, pyright) read a string in a subscript as a forward reference and reject
-the short form; for them write ``Named[Tensor, "batch", "seq"]``, which they read as
+the short form (a mypy plugin cannot help: mypy looks the strings up as names before any plugin
+hook sees the annotation); for them write ``Named[Tensor, "batch", "seq"]``, which they read as
 ``Annotated[Tensor, ...]``, that is ``Tensor`` (``Annotated[Tensor, NamesSpec("batch", "seq")]``
-is checked too).
+is checked too).  They see Tensor's methods through the stub ``_tensor_methods.pyi``.
 
 ``@check_names`` then checks, on every call, each argument annotated ``Named[...]`` (or
 ``Optional[Named[...]]``, where ``None`` passes) and the return value (``Named[...]``, or a

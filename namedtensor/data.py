@@ -16,6 +16,11 @@ keep their type, strings become a list; ``collate_fn=`` replaces all of this.
 Shuffling draws from the loader's own :class:`Generator` (``seed=`` or ``generator=``), not from the
 stream that ``nt.manual_seed`` seeds: the same seed gives the same order, every epoch (every
 ``iter(loader)``) a new permutation, whatever else the program draws.
+
+``pin_memory=True`` puts the CPU tensors of each batch in page-locked host memory, from which
+``.to("cuda", non_blocking=True)`` copies without blocking (as PyTorch's; without a CUDA device it
+warns and does nothing).  ``device="cuda"`` delivers the batches on that device; with ``pin_memory``
+too the copies run on a side stream one batch ahead, overlapping the work on the previous batch.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
-from . import _dtypes, _names
+from . import _dtypes, _names, cuda
 from .ops.creation import tensor
 from .ops.indexing import index_select, select
 from .ops.joining import stack
@@ -115,11 +120,15 @@ class DataLoader:
     ``shuffle`` draws a new order every epoch from ``generator`` (an object with ``randperm(n)``,
     such as :class:`Generator`) or from a ``Generator(seed)``; ``drop_last`` skips a last short batch;
     ``collate_fn(samples)`` builds a batch from a list of samples instead of the default collation.
+    ``pin_memory`` and ``device``: see the module docstring.  ``sampler``: an iterable of indices
+    with a length (such as :class:`namedtensor.distributed.DistributedSampler`, a rank's share of the
+    data) that picks the samples and their order, instead of ``shuffle``.
     """
 
     def __init__(self, dataset: Any, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
                  names: Optional[str] = "batch", seed: Optional[int] = None, generator: Any = None,
-                 collate_fn: Optional[Callable[[list], Any]] = None) -> None:
+                 collate_fn: Optional[Callable[[list], Any]] = None, pin_memory: bool = False,
+                 device: Any = None, sampler: Any = None) -> None:
         if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
             raise TypeError(f"DataLoader: the dataset must define __len__ and __getitem__, "
                             f"got a {type(dataset).__name__}.")
@@ -139,6 +148,19 @@ class DataLoader:
         if generator is not None and not callable(getattr(generator, "randperm", None)):
             raise TypeError(f"DataLoader: generator must have a randperm(n) method (like nt.data.Generator), "
                             f"got a {type(generator).__name__}.")
+        if sampler is not None:
+            if not (hasattr(sampler, "__iter__") and hasattr(sampler, "__len__")):
+                raise TypeError(f"DataLoader: sampler must be an iterable of indices with a length, "
+                                f"got a {type(sampler).__name__}.")
+            if shuffle:
+                raise ValueError("DataLoader: give shuffle=True or a sampler, not both (the sampler "
+                                 "decides the order; DistributedSampler shuffles by itself).")
+        self.sampler = sampler
+        if not isinstance(pin_memory, bool):
+            raise TypeError(f"DataLoader: pin_memory must be True or False, got {pin_memory!r}.")
+        self.pin_memory = pin_memory
+        self.device = device
+        self._deliver = cuda.loader_delivery(pin_memory, device)  # None: batches as collated
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -153,12 +175,16 @@ class DataLoader:
                 _check_free(names, _names.remove(t._names, ax), f"tensor {i} of the dataset")
 
     def __len__(self) -> int:
-        n = len(self.dataset)
+        n = len(self.dataset if self.sampler is None else self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self) -> Iterator[Any]:
-        n = len(self.dataset)
-        order = self._order(n)
+        batches = self._batches()
+        return batches if self._deliver is None else self._deliver(batches)
+
+    def _batches(self) -> Iterator[Any]:
+        order = self._order(len(self.dataset))
+        n = len(order)
         stop = n - n % self.batch_size if self.drop_last else n
         for start in range(0, stop, self.batch_size):
             indices = order[start:start + self.batch_size]
@@ -169,6 +195,8 @@ class DataLoader:
                 yield self.collate_fn(samples) if self.collate_fn is not None else collate(samples, self.names)
 
     def _order(self, n: int) -> Sequence[int]:
+        if self.sampler is not None:
+            return list(self.sampler)
         if not self.shuffle:
             return range(n)
         order = list(self.generator.randperm(n))

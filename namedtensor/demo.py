@@ -1,6 +1,7 @@
 """``python -m namedtensor.demo``: a small Transformer, written with named dims, learns to sort.
 
     python -m namedtensor.demo [--steps N] [--device cpu] [--seed S] [--out DIR]
+    mpiexec -n 2 python -m namedtensor.demo --distributed      # data-parallel (pip install mpi4py mpich)
 
 The task ships with the code (nothing is downloaded): a causal Transformer language model reads
 8 random digits and a separator, then must write the same digits in sorted order::
@@ -19,6 +20,10 @@ training set (token accuracy with the true prefix given, and whole answers sorte
 greedy generation), prints examples, saves a checkpoint with ``nt.save``, reloads it into a
 fresh model with ``nt.load`` and checks that the reloaded model gives identical outputs.
 ``--seed`` makes the whole run reproducible.
+
+With ``--distributed`` every process that ``mpiexec`` started trains the same model on its own
+share of each batch (a ``DistributedSampler``; the global batch stays 64) under
+``DistributedDataParallel``, which averages the gradients; rank 0 prints, evaluates and saves.
 """
 
 from __future__ import annotations
@@ -147,11 +152,16 @@ def train(model: SortingTransformer, loader: DataLoader, steps: int, *, lr: floa
     losses: List[float] = []
     evals: List[Dict[str, float]] = []
     batches = iter(())
+    epoch = 0
     model.train()
     bar = tqdm(range(1, steps + 1), desc="training", unit="step", disable=not progress, dynamic_ncols=True)
     for step in bar:
         batch = next(batches, None)
         if batch is None:  # a new epoch: the loader reshuffles
+            set_epoch = getattr(getattr(loader, "sampler", None), "set_epoch", None)
+            if set_epoch is not None:  # a DistributedSampler: every rank draws the same new order
+                set_epoch(epoch)
+            epoch += 1
             batches = iter(loader)
             batch = next(batches)
         inputs, targets = batch  # ("batch", "seq") each
@@ -187,32 +197,71 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     parser.add_argument("--seed", type=int, default=0, help="seed of the data, the init and the shuffling (default: 0)")
     parser.add_argument("--out", default="namedtensor-demo", help="directory for the checkpoint (default: %(default)s)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--distributed", action="store_true",
+                        help="data-parallel over the processes of mpiexec -n N (needs mpi4py and an MPI: "
+                             "pip install mpi4py mpich)")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
     try:
-        nt.zeros(1, device=args.device)  # an unknown or unavailable device fails here, with the library's message
+        probe = nt.zeros(1, device=args.device)  # an unknown or unavailable device fails here, with the library's message
     except (RuntimeError, ValueError) as e:
         parser.error(f"--device {args.device}: {e}")
+    if probe.device == "meta":
+        parser.error("--device meta: meta tensors have shapes but no data, so they cannot train; use 'cpu' or 'cuda'.")
     threads = nt.get_num_threads()
     # the matrices are small (64 wide): one thread beats handing them out to several, and on a busy
     # machine OpenBLAS's threads wait for each other (4-5x slower on 2 shared cores)
     nt.set_num_threads(1)
+    if args.distributed:
+        from . import distributed as dist
+
+        try:
+            dist.init_process_group("nccl" if args.device.startswith("cuda") else "mpi")
+        except (ImportError, RuntimeError) as e:  # no mpi4py or MPI; no GPU for NCCL
+            parser.error(f"--distributed: {e}")
     try:
+        if args.distributed:
+            return _run_distributed(args)
         return _run(args)
     finally:
         nt.set_num_threads(threads)
 
 
-def _run(args: argparse.Namespace) -> Dict[str, Any]:
+def _run_distributed(args: argparse.Namespace) -> Dict[str, Any]:
+    """``_run`` on every rank of the process group (started by ``main``); only rank 0 prints,
+    evaluates and saves."""
+    import contextlib
+
+    from . import distributed as dist
+
+    try:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if rank == 0:
+            print(f"data-parallel on {world} processes ({dist.get_backend()}): each trains on 1/{world} of every batch")
+            return _run(args, rank, world)
+        args.no_progress = True
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+            return _run(args, rank, world)
+    finally:
+        dist.destroy_process_group()
+
+
+def _run(args: argparse.Namespace, rank: int = 0, world: int = 1) -> Dict[str, Any]:
     start = time.perf_counter()
 
     # disjoint seeds for the training set, the held-out set and the init
     n_train, n_heldout, batch_size = 16384, 1000, 64
     train_x, train_y = make_task(n_train, seed=3 * args.seed + 1, device=args.device)
     test_x, test_y = make_task(n_heldout, seed=3 * args.seed + 2, exclude=train_x, device=args.device)
-    loader = DataLoader(TensorDataset(train_x, train_y, dim="example"), batch_size=batch_size, shuffle=True,
-                        names="batch", seed=args.seed)
+    train_set = TensorDataset(train_x, train_y, dim="example")
+    if world == 1:
+        loader = DataLoader(train_set, batch_size=batch_size, shuffle=True, names="batch", seed=args.seed)
+    else:  # each rank its share of every global batch of 64
+        from .distributed import DistributedSampler
+
+        loader = DataLoader(train_set, batch_size=batch_size // world, names="batch",
+                            sampler=DistributedSampler(train_set, seed=args.seed, drop_last=True))
     nt.manual_seed(3 * args.seed)
     model_config = {"size": 64, "heads": 4, "layers": 2}
     model = SortingTransformer(**model_config, device=args.device)
@@ -234,8 +283,15 @@ def _run(args: argparse.Namespace) -> Dict[str, Any]:
     print(f"  tokens {sample.names} {list(sample.shape)} -> attention weights {weights.names} "
           f"{list(weights.shape)} -> logits {logits.names} {list(logits.shape)}")
 
-    opt, losses, evals = train(model, loader, args.steps, eval_every=-(-args.steps // 4),
-                               heldout=(test_x, test_y), progress=not args.no_progress)
+    trained = model
+    if world > 1:
+        from .distributed import DistributedDataParallel
+
+        trained = DistributedDataParallel(model)
+    opt, losses, evals = train(trained, loader, args.steps, eval_every=-(-args.steps // 4),
+                               heldout=(test_x, test_y) if rank == 0 else None, progress=not args.no_progress)
+    if rank != 0:  # the same weights as rank 0's, which evaluates and saves them
+        return {"losses": losses, "rank": rank, "seconds": time.perf_counter() - start}
     final = evaluate(model, test_x, test_y)
     print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f}s: loss {losses[0]:.3f} -> "
           f"{losses[-1]:.3f}; held-out token accuracy {final['token_accuracy']:.3f}, whole sequences sorted "

@@ -14,10 +14,11 @@ import weakref
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from . import _dtypes, _names
+from ._tensor_methods import TensorMethods
 from .autograd import graph
 
 
-class Tensor:
+class Tensor(TensorMethods):
     """A tensor with a name (or ``None``) for every dim.  Create with :func:`namedtensor.tensor`."""
 
     __slots__ = ("_data", "_names", "_B", "_node", "_idx", "_rg", "_vc", "_grad", "_hooks", "_post_hooks",
@@ -82,6 +83,11 @@ class Tensor:
     def device(self) -> str:
         """``"cpu"``, or ``"cuda:N"`` for GPU tensors."""
         return self._B.device
+
+    @property
+    def is_cuda(self) -> bool:
+        """Whether the tensor is on a CUDA device."""
+        return self._B.device.startswith("cuda")
 
     @property
     def is_named(self) -> bool:
@@ -158,7 +164,8 @@ class Tensor:
     def __repr__(self) -> str:
         from .backends.formatting import format_values
 
-        body = format_values(self._B.to_numpy(self.array), indent=len("tensor("))
+        # a meta tensor (nt.spec) has no values to show
+        body = "..." if self.device == "meta" else format_values(self._B.to_numpy(self.array), indent=len("tensor("))
         parts = [f"tensor({body}"]
         parts.append(f"names={_names.fmt(self._names)}")
         parts.append(f"shape={self.shape}")
@@ -177,7 +184,9 @@ class Tensor:
         return id(self)
 
     def __reduce__(self):
-        return (_rebuild, (self._B.to_numpy(self.array), self._names, self.dtype.name, self._rg))
+        args = (self._B.to_numpy(self.array), self._names, self.dtype.name, self._rg)
+        # a copy (copy.deepcopy, pickle) stays on the tensor's device
+        return (_rebuild, args if self.device == "cpu" else args + (self.device,))
 
     # ------------------------------------------------------------------ autograd
     @property
@@ -229,19 +238,22 @@ class Tensor:
                 from .autograd.engine import grad_names_error
 
                 raise grad_names_error("grad", "tensor", self._names, value._names)
+            if value._B is not self._B and value.device != self.device:
+                if value.device == "meta" and graph._tracer is not None:
+                    return  # a shape dry run reached a real leaf (a module's parameter): its .grad stays as it was
+                raise ValueError(f"grad is on device {value.device!r} but the tensor on {self.device!r}; "
+                                 "move it with .to(...) first.")
         self._grad = value
 
     def backward(self, gradient=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
                  inputs=None) -> None:
         """Accumulate the gradient of this tensor into ``.grad`` of the leaves it depends on."""
-        from .autograd.engine import run_backward
+        from .autograd.engine import accumulate_grads, run_backward
 
         if inputs is not None:
             ins = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
             grads = run_backward(self, gradient, retain_graph, create_graph, inputs=ins, allow_unused=True)
-            for t, g in zip(ins, grads):
-                if g is not None:
-                    t.grad = g if t.grad is None else t.grad + g
+            accumulate_grads(ins, grads)
             return
         run_backward(self, gradient, retain_graph, create_graph)
 
@@ -263,15 +275,16 @@ class Tensor:
         return lambda: hooks.remove(hook) if hook in hooks else None
 
     def register_post_accumulate_grad_hook(self, hook: Callable[["Tensor"], None]) -> Callable[[], None]:
-        """Call ``hook(tensor)`` on a leaf right after its ``.grad`` was updated by backward."""
+        """Call ``hook(tensor)`` on a leaf right after backward updated its ``.grad``: as soon as every
+        contribution to it is in, while the rest of the backward goes on (as PyTorch's).
+
+        Returns a function that removes the hook.
+        """
+        from .autograd.engine import add_post_accumulate_grad_hook
+
         if self._node is not None or not self._rg:
             raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors that require grad have one.")
-        try:
-            hooks = self._post_hooks
-        except AttributeError:
-            hooks = self._post_hooks = []
-        hooks.append(hook)
-        return lambda: hooks.remove(hook) if hook in hooks else None
+        return add_post_accumulate_grad_hook(self, hook)
 
     def _hooks_list(self) -> list:
         try:
@@ -337,10 +350,10 @@ class Tensor:
 _new = object.__new__
 
 
-def _rebuild(array, names, dtype, requires_grad):
+def _rebuild(array, names, dtype, requires_grad, device=None):
     from .ops.creation import tensor
 
-    return tensor(array, names=names, dtype=dtype, requires_grad=requires_grad)
+    return tensor(array, names=names, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 graph.Tensor = Tensor

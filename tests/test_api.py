@@ -101,3 +101,6 @@ def test_readme_interop_example_runs():
     exec(compile(code, "README.md (Conversion and interop)", "exec"), scope)
     assert scope["pool"](scope["x"]).names == ("batch", "embed")
     assert tuple(scope["da"].dims) == ("batch", "seq", "embed")
+    trace = scope["trace"]
+    assert trace.result.names == ("batch", "seq", "embed") and trace.result.shape == (4096, 2048, 8)
+    assert "scaled_dot_product_attention" in trace.ops and trace.total_flops > 0

@@ -58,7 +58,7 @@ def test_unavailable_device_is_a_usage_error_with_the_library_message(tmp_path, 
         demo.main(["--steps", "1", "--device", "tpu", "--out", str(tmp_path)])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert "--device tpu: unknown device 'tpu'; use 'cpu', 'cuda' or 'cuda:N'." in err
+    assert "--device tpu: unknown device 'tpu'; use 'cpu', 'cuda', 'cuda:N' or 'meta' (shapes only)." in err
     assert "Traceback" not in err
     assert not os.listdir(tmp_path)
 
@@ -75,3 +75,10 @@ def test_the_command_learns_to_sort(tmp_path):
     assert float(found[2]) > 0.6
     assert "reloaded checkpoint: outputs identical" in run.stdout
     assert (tmp_path / "sorter.safetensors").exists()
+
+
+def test_meta_device_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        demo.main(["--steps", "1", "--device", "meta", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "--device meta: meta tensors have shapes but no data" in capsys.readouterr().err

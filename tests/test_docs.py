@@ -64,3 +64,12 @@ def test_quoted_error_messages_are_the_real_ones(run, var):
     ns, _, _ = run
     text = DOC.read_text(encoding="utf-8")
     assert "```\n" + str(ns[var]) + "\n```" in text, f"the message the page quotes for {var} is stale"
+
+
+def test_dry_run_table_is_the_real_one(run):
+    ns, printed, _ = run
+    quoted = DOC.read_text(encoding="utf-8").split("The printed table starts like this:\n\n```text\n", 1)[1]
+    quoted = quoted.split("```", 1)[0].splitlines()
+    assert str(ns["trace"]).splitlines()[:len(quoted)] == quoted
+    assert ns["trace"].total_flops == 2 * 2 * 64 * 4096 * 4096 * 128
+    assert "scores: (batch=64, seq=4096, key=4096) float32 on meta" in printed

@@ -129,6 +129,9 @@ class Node:
         "in_dtypes", "B", "out_meta", "hooks", "freed", "__weakref__",
     )
 
+    def __repr__(self) -> str:
+        return f"<backward of {self.op.name}>"
+
     def saved_tensors(self) -> tuple:
         """The saved inputs/outputs, checked against in-place edits since they were saved."""
         saved = self.saved
@@ -190,6 +193,20 @@ def _device_error(op: str, a, b) -> ValueError:
     )
 
 
+def _common_backend(op: str, a, b):
+    """The backend of an op whose operands ``a`` and ``b`` have different ones: in a shape dry run the
+    meta backend takes arrays of any other (reading only their shapes); anything else is an error."""
+    if a._B.device == "meta":
+        return a._B
+    if b._B.device == "meta":
+        return b._B
+    raise _device_error(op, a, b)
+
+
+#: ``fn(op, inputs, outputs, params)`` called after every op while a shape dry run records (see tracing.py)
+_tracer = None
+
+
 def version_counter(t) -> list:
     """The tensor's version counter (shared by its views), made on first use."""
     try:
@@ -216,7 +233,7 @@ def apply(op, inputs: tuple, names, **params) -> Any:
         first, second = inputs
         B = first._B
         if second._B is not B:
-            raise _device_error(op.name, first, second)
+            B = _common_backend(op.name, first, second)
         out = op.forward(B, first._data, second._data, **params)
         needs_grad = first._rg or second._rg
     else:
@@ -230,7 +247,7 @@ def apply(op, inputs: tuple, names, **params) -> Any:
                     B = x._B
                     first = x
                 elif x._B is not B:
-                    raise _device_error(op.name, first, x)
+                    B = _common_backend(op.name, first, x)
                 arrays.append(x._data)
                 if x._rg:
                     needs_grad = True
@@ -251,10 +268,14 @@ def apply(op, inputs: tuple, names, **params) -> Any:
             result._vc = version_counter(first)
         if needs_grad and _grad_enabled and op.differentiable:
             record(op, inputs, (result,), params, stash, B)
+        if _tracer is not None:
+            _tracer(op, inputs, (result,), params)
         return result
     results = tuple(T._make(o, o_names, B) for o, o_names in zip(out, names))
     if needs_grad and _grad_enabled and op.differentiable:
         record(op, inputs, results, params, stash, B)
+    if _tracer is not None:
+        _tracer(op, inputs, results, params)
     return results
 
 

@@ -8,14 +8,23 @@ Python floats become ``float32`` (the default), Python ints ``int64``.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from .. import _dtypes, _names, backends
 from ..tensor import Tensor
 from ._common import int_sizes
 
 
-def _backend(device):
+def _backend(device, data=None):
+    """The backend of ``device``; with no device, a tensor or a GPU array ``data`` stays on its device
+    (anything else: the CPU)."""
+    if device is None:
+        if isinstance(data, Tensor):
+            device = data.device
+        elif hasattr(data, "__cuda_array_interface__"):
+            dev = getattr(data, "device", None)  # CuPy's has .id, PyTorch's .index
+            index = getattr(dev, "id", getattr(dev, "index", None))
+            device = "cuda" if index is None else f"cuda:{index}"
     return backends.get(device)
 
 
@@ -33,15 +42,15 @@ def tensor(data, names: Optional[Sequence] = None, dtype=None, device=None, requ
     Python floats give ``float32``; NumPy arrays keep their dtype.  A Tensor keeps its names
     unless ``names=`` is given.
     """
-    B = _backend(device)
+    B = _backend(device, data)
     copy = dtype is None  # with a dtype, the cast below makes the copy
     if isinstance(data, Tensor):
         if names is None:
             names = data._names
-        src = data._data
         if data._B is not B:
-            src = data._B.to_numpy(data.array)
-        arr = B.asarray(src, copy=True if copy else None)
+            arr = backends.transfer(data.array, data._B, B)
+        else:
+            arr = B.asarray(data._data, copy=True if copy else None)
     else:
         arr = _from_python(B, data, "tensor", copy=copy, dtype=dtype)
     if dtype is not None:
@@ -51,9 +60,9 @@ def tensor(data, names: Optional[Sequence] = None, dtype=None, device=None, requ
 
 def as_tensor(data, names: Optional[Sequence] = None, dtype=None, device=None) -> Tensor:
     """Wrap ``data`` without copying when it already is an array of the right backend and dtype."""
-    B = _backend(device)
+    B = _backend(device, data)
     if isinstance(data, Tensor):
-        out = data if dtype is None else data.to(dtype)
+        out = data.to(dtype, device=device)
         return out if names is None else out.rename(*names)
     if B.is_array(data):
         arr = data
@@ -111,7 +120,7 @@ def _shape_and_names(shape, names, op: str):
     return int_sizes(shape, op, nonnegative=True), names
 
 
-def _factory(name: str, make):
+def _factory(name: str, make) -> Callable[..., Tensor]:
     def fn(*shape, names: Optional[Sequence] = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
         shape, names = _shape_and_names(shape, names, name)
         B = _backend(device)
@@ -206,7 +215,7 @@ def randint(low, high=None, size=(), names=None, dtype=None, device=None) -> Ten
     return _finish(data, names, B, False, "randint")
 
 
-def _like(name: str, make):
+def _like(name: str, make) -> Callable[..., Tensor]:
     def fn(t: Tensor, *args, names=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
         if not isinstance(t, Tensor):
             raise TypeError(f"{name}: expected a Tensor, got {type(t).__name__}.")
@@ -233,7 +242,7 @@ def manual_seed(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"manual_seed: the seed must be an int, got {type(n).__name__}.")
     backends.cpu()  # made first, so that it is among the backends seeded
-    for b in backends._by_name.values():
+    for b in backends.made():
         b.seed(n)
 
 

@@ -1,10 +1,11 @@
 """Changing a tensor's dtype or device, and copying it: ``to``, ``float``/``double``/``half``/``long``/
-``int``/``bool``, ``type_as``, ``cpu``, ``clone``, ``contiguous``.
+``int``/``bool``, ``type_as``, ``cpu``, ``cuda``, ``clone``, ``contiguous``.
 
 Name rule: all keep the input's names.  A cast between floating dtypes is
 differentiable (the gradient is cast back to the input's dtype); a cast to an
-integer or bool dtype has no gradient.  Converting to the dtype (and device) a
-tensor already has returns the tensor itself, as in PyTorch.
+integer or bool dtype has no gradient.  A move to another device is a copy and
+differentiable: the gradient goes back to the source device.  Converting to the
+dtype (and device) a tensor already has returns the tensor itself, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import _dtypes, backends
+from ..autograd import graph
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
 
@@ -35,7 +37,7 @@ class _CastNoGrad(_Cast):
 
 def _is_device(s: str) -> bool:
     d = s.strip().lower()
-    return d == "cpu" or d.startswith("cuda")
+    return d in ("cpu", "meta") or d.startswith("cuda")
 
 
 def _target(x, op: str):
@@ -49,15 +51,39 @@ def _target(x, op: str):
     except TypeError:
         raise TypeError(
             f"{op}: {x!r} is neither a dtype ({', '.join(d.name for d in _dtypes.ALL)}) nor a device "
-            "('cpu', 'cuda', 'cuda:N')."
+            "('cpu', 'cuda', 'cuda:N', 'meta')."
         ) from None
 
 
-def to(t: Tensor, target=None, dtype=None, *, device=None, copy: bool = False) -> Tensor:
-    """Convert to a dtype and/or device: ``t.to(nt.float64)``, ``t.to("float64")``, ``t.to(np.float64)``,
-    ``t.to("cpu")``, ``t.to("cpu", nt.float16)``, ``t.to(other)`` (other's dtype and device).
+class _ToDevice(Op):
+    """A copy onto another backend's device; run by :func:`_move` (``apply`` keeps the input's backend)."""
 
-    Returns ``t`` itself when nothing changes (unless ``copy=True``); keeps names.
+    name = "to"
+
+    @staticmethod
+    def backward(node, g):
+        return (_move(g, backends.get(node.params["src"]), False),)
+
+
+def _move(t: Tensor, B, non_blocking: bool) -> Tensor:
+    """``t`` copied onto backend ``B`` (another device), recorded for autograd."""
+    out = Tensor._make(backends.transfer(t.array, t._B, B, non_blocking), t._names, B)
+    if B.device == "meta":  # a spec of t for a dry run (shapes only): a leaf of its own
+        return out.requires_grad_(True) if t._rg else out
+    if t._rg and graph._grad_enabled:
+        graph.record(_ToDevice, (t,), (out,), {"src": t.device}, None, B)
+    return out
+
+
+def to(t: Tensor, target=None, dtype=None, *, device=None, copy: bool = False,
+       non_blocking: bool = False) -> Tensor:
+    """Convert to a dtype and/or device: ``t.to(nt.float64)``, ``t.to("float64")``, ``t.to(np.float64)``,
+    ``t.to("cpu")``, ``t.to("cuda")``, ``t.to("cuda:1", nt.float16)``, ``t.to(other)`` (other's dtype and
+    device).
+
+    Returns ``t`` itself when nothing changes (unless ``copy=True``); keeps names.  A move to another
+    device copies (and is differentiable); ``non_blocking=True`` queues a host-to-GPU copy without
+    waiting for it (it overlaps other work when ``t`` is pinned: :func:`namedtensor.cuda.pin`).
     """
     if target is not None:
         dev, dt = _target(target, "to")
@@ -69,15 +95,22 @@ def to(t: Tensor, target=None, dtype=None, *, device=None, copy: bool = False) -
             if dtype is not None:
                 raise TypeError(f"to: the dtype is given twice ({target!r} and dtype={dtype!r}).")
             dtype = dt
+    if dtype is not None:
+        dtype = _dtypes.as_dtype(dtype)
     if device is not None:
         B = backends.get(device)  # raises a clear error for devices that are not available
-        if B.device != t.device:  # only CPU backends exist so far
-            raise NotImplementedError(f"to: moving a tensor from {t.device!r} to {B.device!r} is not supported yet.")
-    if dtype is None:
-        return clone(t) if copy else t
-    dtype = _dtypes.as_dtype(dtype)
+        if B.device != t.device:
+            # cast on the side where the data are smaller: fewer bytes cross the bus
+            if dtype is not None and dtype.itemsize < t.dtype.itemsize:
+                return _move(_cast(t, dtype, False), B, non_blocking)
+            return _cast(_move(t, B, non_blocking), dtype, False)
+    return _cast(t, dtype, copy)
+
+
+def _cast(t: Tensor, dtype, copy: bool) -> Tensor:
+    """``t`` in ``dtype`` (an nt dtype, or None: keep it); ``t`` itself when nothing changes unless ``copy``."""
     src = t.dtype
-    if dtype is src:
+    if dtype is None or dtype is src:
         return clone(t) if copy else t
     op = _Cast if dtype.kind == "f" and src.kind == "f" else _CastNoGrad
     return apply(op, (t,), t._names, dtype=dtype, src=src)
@@ -110,6 +143,16 @@ def cpu(t: Tensor) -> Tensor:
     return to(t, device="cpu")
 
 
+def cuda(t: Tensor, device=None, non_blocking: bool = False) -> Tensor:
+    """``t.to("cuda")`` (the current device), ``t.cuda(1)`` for ``"cuda:1"``; the tensor itself when it
+    already is there."""
+    if device is None:
+        device = "cuda"
+    elif isinstance(device, int) and not isinstance(device, bool):
+        device = f"cuda:{device}"
+    return to(t, device=device, non_blocking=non_blocking)
+
+
 class _Clone(Op):
     name = "clone"
 
@@ -133,5 +176,5 @@ def contiguous(t: Tensor, memory_format: Optional[object] = None) -> Tensor:
 
 
 METHODS = {
-    "to": to, **_CASTERS, "type_as": type_as, "cpu": cpu, "clone": clone, "contiguous": contiguous,
+    "to": to, **_CASTERS, "type_as": type_as, "cpu": cpu, "cuda": cuda, "clone": clone, "contiguous": contiguous,
 }

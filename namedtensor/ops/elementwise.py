@@ -332,6 +332,8 @@ def _binary_op(name, forward, grads, saves, saves_out):
         out = Tensor._make(data, names, a._B)
         if graph._grad_enabled and (a._rg or (isinstance(b, Tensor) and b._rg)):
             graph.record(cls, (a, b), (out,), {}, None, a._B)
+        if graph._tracer is not None:
+            graph._tracer(cls, (a, b), (out,), {})
         return out
 
     # Two entry points, because a temporary's refcount differs between ``x + y`` and ``nt.add(x, y)``;

@@ -23,7 +23,7 @@ import operator
 from typing import Any, Dict, Hashable, Optional, Sequence, Union
 
 from .. import _dtypes, _names
-from ..autograd.graph import Op, _device_error, apply
+from ..autograd.graph import Op, _common_backend, apply
 from ..tensor import Tensor
 from ._common import SCALARS, operand, with_names
 from .elementwise import where
@@ -165,7 +165,7 @@ def _index_tensor(v, t: Tensor, op: str) -> Tensor:
     """An index item that is not an int or a slice, as an integer or boolean tensor of ``t``'s backend."""
     if isinstance(v, Tensor):
         if v._B is not t._B:
-            raise _device_error(op, t, v)
+            _common_backend(op, t, v)  # an error unless a shape dry run mixes in meta tensors
         idx = v
     else:
         B = t._B
@@ -582,7 +582,7 @@ def masked_args(t: Tensor, mask: Any, value: Any, op: str) -> tuple:
         raise TypeError(f"{op}: the mask must be a boolean tensor or array, got {type(mask).__name__}.")
     mask = operand(mask, t)
     if mask._B is not t._B:
-        raise _device_error(op, t, mask)
+        _common_backend(op, t, mask)
     if mask.dtype.kind != "b":
         raise TypeError(f"{op}: the mask must be a bool tensor, got {mask.dtype!r}.")
     names = _names.masked(t._names, mask._names, op)
@@ -594,7 +594,7 @@ def masked_args(t: Tensor, mask: Any, value: Any, op: str) -> tuple:
                 f"and names {_names.fmt(value._names)}; use nt.where(mask, value, t) to fill from a tensor."
             )
         if value._B is not t._B:
-            raise _device_error(op, t, value)
+            _common_backend(op, t, value)
         check_value_kind(t.dtype, value.dtype.kind, op)
     else:
         number = as_number(value)

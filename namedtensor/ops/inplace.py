@@ -67,7 +67,7 @@ def _other(t: Tensor, other, names, op: str):
         check_value_kind(t.dtype, scalar_kind(number), op)
         return number, names
     other = operand(other, t)
-    if other._B is not t._B:
+    if other._B is not t._B and t.device != "meta":  # a meta tensor (dry run) takes any operand's shape
         raise _device_error(op, t, other)
     names = _names.inplace(names, other._names, op)
     check_fits(t._data.shape, other._data.shape, "the other operand", op)
@@ -198,7 +198,7 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
         _write(self, raw, number, "setitem")
         return
     value = operand(value, self)
-    if value._B is not self._B:
+    if value._B is not self._B and self.device != "meta":
         raise _device_error("setitem", self, value)
     names = _names.setitem(self._names, tokens, value._names, "setitem")
     check_value_kind(self.dtype, value.dtype.kind, "setitem")

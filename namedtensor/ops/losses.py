@@ -15,7 +15,10 @@ dim, the loss of class index ``t`` is ``lse - x[t]``, and label smoothing ``e`` 
 definition: the target is ``(1 - e) onehot + e / C``) adds ``e (lse - mean(x))``.  Only ``lse`` is
 kept.  The gradient ``softmax(x) - target`` is made from ``x`` and ``lse`` in a few passes when no
 graph of the gradient is wanted, and with differentiable tensor ops (``softmax``, :class:`_Place`)
-otherwise, so gradients of any order are right.
+otherwise, so gradients of any order are right.  Class indices without label smoothing, with the
+class dim last in a row-major array (the usual layout), go through the backend's row hooks
+``B.cross_entropy`` and ``B.cross_entropy_backward`` (fused kernels on the GPU, the same steps as
+here on the CPU).
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from __future__ import annotations
 import math
 from typing import Hashable, Optional
 
-from .. import _names
-from ..autograd.graph import Op, apply, is_grad_enabled
+from .. import _dtypes, _names
+from ..autograd.graph import Op, _common_backend, apply, is_grad_enabled
 from ..tensor import Tensor
 from ._common import inverse_permutation, sum_to, with_names
 from ._fused import floating, into, numel, reduction_arg, same_dtype, tensor_arg
@@ -143,7 +146,8 @@ def _class_dim(logits: Tensor, dim: Hashable, op: str) -> int:
 
 def _index_plan(op: str, logits: Tensor, target: Tensor, ax: int, ignore_index: Optional[int],
                 reduction: str) -> tuple:
-    """Check class indices against the logits; return the op's params and the output names."""
+    """Check class indices against the logits; return the op's params, the output names and the
+    target's raw array in the logits' dim order (ignored entries kept)."""
     if target.dtype.kind != "i":
         hint = (" (class indices are integers: use .long(); class probabilities have all the logits' dims)"
                 if target.dtype.kind == "f" else "")
@@ -156,6 +160,8 @@ def _index_plan(op: str, logits: Tensor, target: Tensor, ax: int, ignore_index: 
         )
     perm, out_perm, out_names = _names.class_target(logits._names, ax, target._names, False, op)
     B = logits._B
+    if target._B is not B:  # the target is one of the op's params, which apply() does not check
+        B = _common_backend(op, logits, target)
     t = target.array
     if perm is not None:
         t = B.permute_dims(t, perm)
@@ -166,14 +172,17 @@ def _index_plan(op: str, logits: Tensor, target: Tensor, ax: int, ignore_index: 
             f"{op}: the target's sizes {dict(zip(target._names, target.shape))} do not match the logits' "
             f"{dict(zip(logits._names, shape))} (logits shape {shape}, class dim {_names._dim_label(logits._names, ax)})."
         )
+    raw = t
     valid = None
     count = numel(expected)
+    dry = B.device == "meta"  # a shape dry run has no values to count or check
     if ignore_index is not None:
         valid = t != ignore_index
         t = B.where(valid, t, 0)
-        count = int(B.sum(valid, axis=None))
+        if not dry:
+            count = int(B.sum(valid, axis=None))
     n = shape[ax]
-    if count:
+    if count and not dry:
         lo, hi = int(B.min(t, axis=None)), int(B.max(t, axis=None))
         if lo < 0 or hi >= n:
             ignore = "" if ignore_index is None else f", or ignore_index={ignore_index}"
@@ -185,7 +194,7 @@ def _index_plan(op: str, logits: Tensor, target: Tensor, ax: int, ignore_index: 
     keep = shape[:ax] + (1,) + shape[ax + 1 :]
     params = {"ax": ax, "idx": B.reshape(t, keep), "valid": None if valid is None else B.reshape(valid, keep),
                   "count": count, "reduction": reduction, "out_perm": out_perm}
-    return params, (out_names if reduction == "none" else ())
+    return params, (out_names if reduction == "none" else ()), raw
 
 
 # ----------------------------------------------------------------------------- cross_entropy
@@ -232,6 +241,37 @@ class _CrossEntropy(Op):
             probs = probs - eps / n
         G = probs * w - _place(w * (1 - eps), p, node.in_shapes[0])
         return (with_names(G, node.in_names[0]),)
+
+
+class _CrossEntropyRows(_CrossEntropy):
+    """:class:`_CrossEntropy` without label smoothing, the class dim last in a row-major array: the
+    logits are a matrix of rows, and the backend's row hooks (fused kernels on the GPU) compute the
+    loss and, when no graph of the gradient is wanted, its gradient.  Stashes the log-sum-exp (rows,)."""
+
+    @staticmethod
+    def forward(B, x, *, ax, idx, valid, count, reduction, out_perm, eps, target, ignore):
+        loss, lse = B.cross_entropy(x if ax == 1 else B.reshape(x, (-1, x.shape[ax])), target, ignore)
+        if reduction == "none":
+            loss = B.reshape(loss, tuple(idx.shape))
+        p = {"ax": ax, "count": count, "reduction": reduction, "out_perm": out_perm}
+        return _reduce(B, loss, p), lse
+
+    @staticmethod
+    def backward(node, g):
+        if is_grad_enabled():  # the differentiable path does not read the stash
+            return _CrossEntropy.backward(node, g)
+        (x,) = node.saved_tensors()
+        B, p = node.B, node.params
+        w = _weights(node, g)._data
+        rows = B.reshape(B.broadcast_to(w, tuple(p["idx"].shape)), (-1,))
+        x = x._data
+        if p["ax"] != 1:  # more than one dim besides the classes: a matrix of rows
+            shape = tuple(x.shape)
+            G = B.cross_entropy_backward(B.reshape(x, (-1, shape[-1])), node.stash, p["target"], rows, p["ignore"])
+            G = B.reshape(G, shape)
+        else:
+            G = B.cross_entropy_backward(x, node.stash, p["target"], rows, p["ignore"])
+        return (Tensor._make(G, node.in_names[0], B),)
 
 
 class _SoftCrossEntropy(Op):
@@ -334,7 +374,15 @@ def cross_entropy(logits: Tensor, target: Tensor, dim: Hashable, ignore_index: O
         return apply(_SoftCrossEntropy, (logits, target), out_names if reduction == "none" else (), ax=ax,
                      perm=perm, count=numel(shape[:ax] + shape[ax + 1 :]), reduction=reduction,
                      out_perm=out_perm, eps=eps)
-    params, names = _index_plan(op, logits, target, ax, ignore_index, reduction)
+    params, names, raw = _index_plan(op, logits, target, ax, ignore_index, reduction)
+    B = logits._B
+    if not eps and ax == logits.ndim - 1 and B.row_major(logits._data):
+        if B.dtype_of(raw) is not _dtypes.int64:
+            raw = B.astype(raw, B.native(_dtypes.int64))
+        # with no ignore_index every target is a class index: any negative number ignores none
+        ignore = -1 if ignore_index is None else ignore_index
+        target = raw if len(raw.shape) == 1 else B.reshape(raw, (-1,))
+        return apply(_CrossEntropyRows, (logits,), names, eps=eps, target=target, ignore=ignore, **params)
     return apply(_CrossEntropy, (logits,), names, eps=eps, **params)
 
 
@@ -372,7 +420,7 @@ def nll_loss(log_probs: Tensor, target: Tensor, dim: Hashable, ignore_index: Opt
     reduction_arg(reduction, op)
     ax = _class_dim(log_probs, dim, op)
     floating(log_probs, op, "the log-probabilities")
-    params, names = _index_plan(op, log_probs, target, ax, ignore_index, reduction)
+    params, names, _ = _index_plan(op, log_probs, target, ax, ignore_index, reduction)
     return apply(_NLLLoss, (log_probs,), names, **params)
 
 
