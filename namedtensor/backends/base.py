@@ -218,31 +218,14 @@ class Backend:
         Computed parameter by parameter in cache-sized chunks (the optimizers' helper), as
         ``p -= c * m / (sqrt(v) + eps sqrt(1 - beta2^step))`` with ``c = lr sqrt(1 - beta2^step) /
         (1 - beta1^step)``: the same values up to rounding, in fewer passes."""
-        from ..optim.optimizer import chunks, out_ops  # imported here: the optimizers import the backends
+        from ..optim.adam import adam_chunk, adam_coefficients  # imported here: the optimizers import the backends
+        from ..optim.optimizer import chunks, out_ops
 
         F = out_ops(self)
-        bc2_sqrt = (1 - beta2 ** step) ** 0.5
-        decay = 1 - lr * weight_decay if decoupled and weight_decay != 0 else None
-        l2 = weight_decay if not decoupled and weight_decay != 0 else None
-        eps, step_size = eps * bc2_sqrt, lr / (1 - beta1 ** step) * bc2_sqrt
+        eps, step_size, decay, l2 = adam_coefficients(lr, beta1, beta2, eps, weight_decay, step, decoupled)
         for p, grad, exp_avg, exp_avg_sq in zip(params, grads, exp_avgs, exp_avg_sqs):
             for x, g, (m, v), tmp in chunks(self, p, grad, [exp_avg, exp_avg_sq]):
-                if decay is not None:
-                    F.multiply(x, decay, out=x)
-                if l2 is not None:
-                    g = F.add(g, F.multiply(x, l2))
-                F.multiply(v, beta2, out=v)
-                F.multiply(g, g, out=tmp)
-                F.multiply(tmp, 1 - beta2, out=tmp)
-                F.add(v, tmp, out=v)
-                F.multiply(m, beta1, out=m)
-                F.multiply(g, 1 - beta1, out=tmp)
-                F.add(m, tmp, out=m)
-                F.sqrt(v, out=tmp)
-                F.add(tmp, eps, out=tmp)
-                F.divide(m, tmp, out=tmp)
-                F.multiply(tmp, step_size, out=tmp)
-                F.subtract(x, tmp, out=x)
+                adam_chunk(F, x, g, m, v, None, tmp, beta1, beta2, eps, step_size, decay, l2)
 
     #: whether :meth:`attention` is a fused kernel that scaled_dot_product_attention should call (for
     #: the calls it takes: no dropout, causal and key-padding masks only); otherwise the op computes

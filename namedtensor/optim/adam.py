@@ -105,37 +105,53 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = self._state_tensor(p)
         step = state["step"] = state["step"] + 1
         tensors = [state["exp_avg"], state["exp_avg_sq"]] + ([state["max_exp_avg_sq"]] if amsgrad else [])
-        bc2_sqrt = (1 - beta2 ** step) ** 0.5
-        decay = 1 - lr * wd if self._decoupled and wd != 0 else None
-        l2 = wd if not self._decoupled and wd != 0 else None
-        eps, step_size = eps * bc2_sqrt, lr / (1 - beta1 ** step) * bc2_sqrt
+        eps, step_size, decay, l2 = adam_coefficients(lr, beta1, beta2, eps, wd, step, self._decoupled)
         F = out_ops(B)
         maximize = group["maximize"]
         for x, g, s, tmp in chunks(B, p.array, grad, [t.array for t in tensors]):
             # one update of raw arrays: parameter x, grad g, state s = (m, v[, v_max]); g is only read
-            m, v = s[0], s[1]
-            if maximize:
-                g = F.negative(g)
-            if decay is not None:
-                F.multiply(x, decay, out=x)
-            if l2 is not None:
-                g = F.add(g, F.multiply(x, l2))
-            F.multiply(v, beta2, out=v)
-            F.multiply(g, g, out=tmp)
-            F.multiply(tmp, 1 - beta2, out=tmp)
-            F.add(v, tmp, out=v)
-            F.multiply(m, beta1, out=m)
-            F.multiply(g, 1 - beta1, out=tmp)
-            F.add(m, tmp, out=m)
-            if amsgrad:
-                v = F.maximum(s[2], v, out=s[2])
-            F.sqrt(v, out=tmp)
-            F.add(tmp, eps, out=tmp)
-            F.divide(m, tmp, out=tmp)
-            F.multiply(tmp, step_size, out=tmp)
-            F.subtract(x, tmp, out=x)
+            adam_chunk(F, x, F.negative(g) if maximize else g, s[0], s[1], s[2] if amsgrad else None, tmp,
+                       beta1, beta2, eps, step_size, decay, l2)
         for t in tensors:
             t._bump()
+
+
+def adam_coefficients(lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, step: int,
+                      decoupled: bool) -> Tuple[float, float, Any, Any]:
+    """``(eps', step_size, decay, l2)`` for :func:`adam_chunk` at ``step``: PyTorch's update
+    ``p -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)`` rewritten as
+    ``p -= step_size * m / (sqrt(v) + eps')`` (the same values up to rounding, in fewer passes);
+    ``decay`` multiplies the parameter (AdamW) and ``l2`` adds ``l2 * p`` to the gradient (Adam), or None."""
+    bc2_sqrt = (1 - beta2 ** step) ** 0.5
+    decay = 1 - lr * weight_decay if decoupled and weight_decay != 0 else None
+    l2 = weight_decay if not decoupled and weight_decay != 0 else None
+    return eps * bc2_sqrt, lr / (1 - beta1 ** step) * bc2_sqrt, decay, l2
+
+
+def adam_chunk(F, x, g, m, v, v_max, tmp, beta1: float, beta2: float, eps: float, step_size: float,
+               decay, l2) -> None:
+    """One Adam step in place on raw arrays of one chunk: parameter ``x``, gradient ``g`` (only read),
+    moments ``m`` and ``v``, amsgrad's running max ``v_max`` (or None), scratch ``tmp``; ``F``: the
+    backend's ``out=`` functions; the coefficients from :func:`adam_coefficients`.  The optimizer's
+    per-parameter path and the backends' generic ``adamw_`` both run it."""
+    if decay is not None:
+        F.multiply(x, decay, out=x)
+    if l2 is not None:
+        g = F.add(g, F.multiply(x, l2))
+    F.multiply(v, beta2, out=v)
+    F.multiply(g, g, out=tmp)
+    F.multiply(tmp, 1 - beta2, out=tmp)
+    F.add(v, tmp, out=v)
+    F.multiply(m, beta1, out=m)
+    F.multiply(g, 1 - beta1, out=tmp)
+    F.add(m, tmp, out=m)
+    if v_max is not None:
+        v = F.maximum(v_max, v, out=v_max)
+    F.sqrt(v, out=tmp)
+    F.add(tmp, eps, out=tmp)
+    F.divide(m, tmp, out=tmp)
+    F.multiply(tmp, step_size, out=tmp)
+    F.subtract(x, tmp, out=x)
 
 
 class AdamW(Adam):
