@@ -81,7 +81,7 @@ class Tensor(TensorMethods):
 
     @property
     def device(self) -> str:
-        """``"cpu"``, or ``"cuda:N"`` for GPU tensors."""
+        """``"cpu"``, ``"cuda:N"`` for GPU tensors, or ``"meta"`` for shape-only tensors (``nt.spec``)."""
         return self._B.device
 
     @property
