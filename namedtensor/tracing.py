@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 from . import _dtypes, _names
 from .autograd import graph
 from .backends.meta_backend import META, MetaArray
+from .ops._common import int_sizes
 from .tensor import Tensor
 
 Shape = Tuple[int, ...]
@@ -176,8 +177,6 @@ def spec(names: Union[Sequence[Optional[str]], Mapping[str, int]], shape: Option
         names, shape = tuple(names.keys()), tuple(names.values())
     if shape is None:
         raise TypeError("spec: shape= is required (or give names as a dict of name: size).")
-    from .ops._common import int_sizes
-
     shape = int_sizes(tuple(shape), "spec", nonnegative=True)
     names = _names.validate(names, len(shape), "spec")
     dtype = _dtypes.float32 if dtype is None else _dtypes.as_dtype(dtype)
