@@ -122,11 +122,30 @@ def __dlpack_device__(self: Tensor):
     return self.array.__dlpack_device__()
 
 
+#: DLPack device types namedtensor has a backend for: kDLCPU, kDLCUDAHost (pinned host memory),
+#: kDLCUDA, kDLCUDAManaged
+_DLPACK_DEVICES = {1: "cpu", 3: "cpu", 2: "cuda", 13: "cuda"}
+
+
+def _dlpack_device(x) -> str:
+    """The device of a DLPack producer's memory, as a device string (CPU when it does not say)."""
+    if not hasattr(x, "__dlpack_device__"):
+        return "cpu"
+    kind, index = x.__dlpack_device__()
+    name = _DLPACK_DEVICES.get(int(kind))
+    if name is None:
+        raise ValueError(f"from_dlpack: the producer's memory is on DLPack device type {int(kind)}; namedtensor "
+                         "takes CPU memory and CUDA memory (device types 1, 2, 3 and 13).")
+    return name if name == "cpu" else f"cuda:{int(index)}"
+
+
 def from_dlpack(x, names: Sequence[str | None] | None = None, device: str | None = None) -> Tensor:
     """A tensor over the memory of any DLPack producer ``x`` (no copy where the producer allows it).
 
     ``names`` gives one name (or None) per dim; without it the tensor is unnamed, except that a
-    Tensor producer keeps its names.  The result does not require grad.
+    Tensor producer keeps its names.  The tensor lives where the memory is (``x.__dlpack_device__()``:
+    the CPU, or CUDA device N through CuPy) unless ``device=`` says where.  The result does not
+    require grad.
     """
     if not hasattr(x, "__dlpack__"):
         raise TypeError(
@@ -135,7 +154,7 @@ def from_dlpack(x, names: Sequence[str | None] | None = None, device: str | None
         )
     if names is None and isinstance(x, Tensor):
         names = x._names
-    B = backends.get(device)
+    B = backends.get(_dlpack_device(x) if device is None else device)
     arr = B.xp.from_dlpack(x)
     B.dtype_of(arr)  # a TypeError naming the supported dtypes, instead of a failure in a later op
     return Tensor._make(arr, _names.validate(names, len(arr.shape), "from_dlpack"), B)

@@ -482,3 +482,15 @@ def test_pin_memory_loader(device):
             assert fx.is_cuda and fy.is_cuda
         assert_close(fx.cpu(), px, rtol=0, atol=0)
         assert fy.cpu().tolist() == py.tolist()
+
+
+def test_dlpack_with_cupy_is_zero_copy():
+    import cupy
+
+    src = cupy.arange(6, dtype=cupy.float32).reshape(2, 3)
+    t = nt.from_dlpack(src, names=("a", "b"))
+    assert t.device == "cuda:0" and t.names == ("a", "b")
+    src[0, 0] = 7.0  # the same memory
+    assert t.cpu().numpy()[0, 0] == 7.0
+    back = cupy.from_dlpack(t)
+    assert back.data.ptr == src.data.ptr

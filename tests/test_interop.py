@@ -224,3 +224,25 @@ def test_dlpack_refuses_tensor_requiring_grad(backend):
     with pytest.raises(RuntimeError, match=r"__dlpack__: the tensor requires grad; export t.detach\(\)"):
         np.from_dlpack(t)
     assert np.shares_memory(np.from_dlpack(t.detach()), t.detach().numpy())
+
+
+class _Producer:
+    """A DLPack producer that only says where its memory is."""
+
+    def __init__(self, kind, index=0):
+        self.where = (kind, index)
+
+    def __dlpack__(self, **kwargs):
+        raise AssertionError("the device is checked before any data is taken")
+
+    def __dlpack_device__(self):
+        return self.where
+
+
+@pytest.mark.usefixtures("no_cupy")
+def test_from_dlpack_follows_the_producers_device():
+    with pytest.raises(RuntimeError, match="device 'cuda:1' needs CuPy and an NVIDIA GPU"):
+        from_dlpack(_Producer(2, 1))  # kDLCUDA, device 1
+    with pytest.raises(ValueError, match="from_dlpack: the producer's memory is on DLPack device type 4"):
+        from_dlpack(_Producer(4))  # kDLOpenCL
+    assert from_dlpack(np.zeros(3)).device == "cpu"  # kDLCPU
