@@ -246,3 +246,15 @@ def test_from_dlpack_follows_the_producers_device():
     with pytest.raises(ValueError, match="from_dlpack: the producer's memory is on DLPack device type 4"):
         from_dlpack(_Producer(4))  # kDLOpenCL
     assert from_dlpack(np.zeros(3)).device == "cpu"  # kDLCPU
+
+
+def test_dlpack_round_trip_with_pytorch_where_installed():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch); the exchange "
+                                "with NumPy above covers the protocol")
+    t = nt.tensor(np.arange(6.0).reshape(2, 3), names=("a", "b"), dtype=nt.float32)
+    pt = torch.from_dlpack(t)
+    assert tuple(pt.shape) == (2, 3) and pt.dtype == torch.float32
+    pt[0, 0] = 7.0  # the same memory both ways
+    assert t.numpy()[0, 0] == 7.0
+    back = from_dlpack(pt, names=("x", "y"))
+    assert back.names == ("x", "y") and np.shares_memory(back.numpy(), t.numpy())

@@ -249,3 +249,32 @@ def test_meta_device():
     assert z.device == "meta" and z.dtype == nt.int64 and z.shape == (4,)
     with pytest.raises(nt.DataDependentError, match="moving a meta tensor to a device with data"):
         m.to("cpu")
+
+
+def test_a_language_model_with_real_weights_traces_on_meta_tokens():
+    from namedtensor.demo import SortingTransformer
+
+    nt.manual_seed(0)
+    model = SortingTransformer()
+
+    def step(tokens, targets):
+        loss = nt.nn.functional.cross_entropy(model(tokens), targets, dim="vocab")
+        loss.backward()
+        return loss
+
+    tokens = nt.randint(0, 10, (4, 16), names=("batch", "seq"))
+    targets = nt.randint(0, 11, (4, 16), names=("batch", "seq"))
+    dry = nt.trace_shapes(step, tokens.to("meta"), targets.to("meta"))
+    assert all(p.grad is None for p in model.parameters())  # the real weights' gradients stay untouched
+    real = nt.trace_shapes(step, tokens, targets)
+    assert operands(dry) == operands(real)
+    assert dry.ops.count("embedding") == 2 and "cross_entropy" in dry.ops
+    assert dry.result.device == "meta" and dry.result.shape == ()
+    with pytest.raises(IndexError, match="out of range"):  # the real run checks the indices' values
+        step(tokens + 20, targets)
+
+
+def test_embedding_with_meta_weight_and_real_indices():
+    w = nt.spec({"vocab": 50, "embed": 8})
+    out = nt.nn.functional.embedding(nt.zeros(3, names=("seq",), dtype=nt.int64), w)
+    assert out.device == "meta" and out.names == ("seq", "embed") and out.shape == (3, 8)

@@ -62,7 +62,8 @@ def _own(g, taken: set):
     buffers already handed out in this backward."""
     if (id(g._data) in taken or _EXCLUSIVE is None or not g._B.owns_writable(g._data)
             or _refs(g) != _EXCLUSIVE):
-        g = g.clone()
+        # a raw copy, not the clone op: buffer bookkeeping is no op of the user's (nor a row of a trace)
+        g = graph.Tensor._make(g._B.asarray(g._data, copy=True), g._names, g._B)
     taken.add(id(g._data))
     return g
 

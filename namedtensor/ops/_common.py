@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Union
 
 from .. import _names
-from ..autograd.graph import Op, apply
+from ..autograd.graph import Op, _common_backend, apply
 from ..tensor import Tensor
 
 SCALARS = (bool, int, float)
@@ -20,6 +20,22 @@ def operand(x, like: Tensor) -> Union[Tensor, bool, int, float]:
         data = B.asarray(x)
         return Tensor._make(data, _names.unnamed(len(data.shape)), B)
     raise TypeError(f"unsupported operand of type {type(x).__name__}; expected a Tensor, a number or an array.")
+
+
+def with_param(op: str, t: Tensor, other: Tensor) -> Tensor:
+    """``t``, ready for an op that also reads tensor ``other`` as a parameter (indices, targets), which
+    ``apply()`` does not check: ``other`` on another device is the device error, except in a shape dry
+    run, where a real ``t`` that meets a meta ``other`` goes on as its meta spec."""
+    if other._B is t._B:
+        return t
+    B = _common_backend(op, t, other)
+    return t if B is t._B else t.to(B.device)
+
+
+def has_values(B) -> bool:
+    """False on the meta device (a shape dry run): there, ops skip their checks of values (index
+    ranges), which a real run makes."""
+    return B.device != "meta"
 
 
 class _Rename(Op):

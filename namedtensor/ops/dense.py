@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import Hashable, Optional
 
 from .. import _dtypes, _names
-from ..autograd.graph import Op, _device_error, apply
+from ..autograd.graph import Op, apply
 from ..tensor import Tensor
-from ._common import with_names
+from ._common import has_values, with_names, with_param
 from ._fused import floating, into, numel, same_dtype, tensor_arg
 
 # ----------------------------------------------------------------------------- linear
@@ -203,14 +203,13 @@ def embedding(indices: Tensor, weight: Tensor, *, dim: Hashable = None) -> Tenso
     wax, names = _names.embedding(indices._names, weight._names, dim, op)
     if indices.dtype.kind != "i":
         raise TypeError(f"{op}: the indices must be an integer tensor, got {indices.dtype!r}; use .long().")
+    weight = with_param(op, weight, indices)
     B = weight._B
-    if indices._B is not B:  # the indices are a parameter of the op, not an input apply() checks
-        raise _device_error(op, weight, indices)
     index = B.reshape(indices.array, (indices.numel(),))
     if indices.dtype is not _dtypes.int64:  # int64 flat offsets in the gradient: no overflow
         index = B.astype(index, B.native(_dtypes.int64))
     n = weight._data.shape[wax]
-    if indices.numel():
+    if indices.numel() and has_values(B):
         lo, hi = int(B.min(index, axis=None)), int(B.max(index, axis=None))
         if lo < 0 or hi >= n:
             raise IndexError(

@@ -27,9 +27,9 @@ import math
 from typing import Hashable, Optional
 
 from .. import _dtypes, _names
-from ..autograd.graph import Op, _common_backend, apply, is_grad_enabled
+from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
-from ._common import inverse_permutation, sum_to, with_names
+from ._common import has_values, inverse_permutation, sum_to, with_names, with_param
 from ._fused import floating, into, numel, reduction_arg, same_dtype, tensor_arg
 from .naming import _permute
 from .shape import _reshape
@@ -160,8 +160,6 @@ def _index_plan(op: str, logits: Tensor, target: Tensor, ax: int, ignore_index: 
         )
     perm, out_perm, out_names = _names.class_target(logits._names, ax, target._names, False, op)
     B = logits._B
-    if target._B is not B:  # the target is one of the op's params, which apply() does not check
-        B = _common_backend(op, logits, target)
     t = target.array
     if perm is not None:
         t = B.permute_dims(t, perm)
@@ -175,14 +173,14 @@ def _index_plan(op: str, logits: Tensor, target: Tensor, ax: int, ignore_index: 
     raw = t
     valid = None
     count = numel(expected)
-    dry = B.device == "meta"  # a shape dry run has no values to count or check
+    checked = has_values(B)
     if ignore_index is not None:
         valid = t != ignore_index
         t = B.where(valid, t, 0)
-        if not dry:
+        if checked:
             count = int(B.sum(valid, axis=None))
     n = shape[ax]
-    if count and not dry:
+    if count and checked:
         lo, hi = int(B.min(t, axis=None)), int(B.max(t, axis=None))
         if lo < 0 or hi >= n:
             ignore = "" if ignore_index is None else f", or ignore_index={ignore_index}"
@@ -356,6 +354,7 @@ def cross_entropy(logits: Tensor, target: Tensor, dim: Hashable, ignore_index: O
             or not 0 <= label_smoothing <= 1:
         raise ValueError(f"{op}: label_smoothing must be a number in [0, 1], got {label_smoothing!r}.")
     eps = float(label_smoothing)
+    logits = with_param(op, logits, target)
     ax = _class_dim(logits, dim, op)
     floating(logits, op, "the logits")
     if target.dtype.kind == "f" and target.ndim == logits.ndim:
@@ -418,6 +417,7 @@ def nll_loss(log_probs: Tensor, target: Tensor, dim: Hashable, ignore_index: Opt
     tensor_arg(log_probs, op, "the log-probabilities")
     tensor_arg(target, op, "the target")
     reduction_arg(reduction, op)
+    log_probs = with_param(op, log_probs, target)
     ax = _class_dim(log_probs, dim, op)
     floating(log_probs, op, "the log-probabilities")
     params, names, _ = _index_plan(op, log_probs, target, ax, ignore_index, reduction)
