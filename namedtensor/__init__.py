@@ -5,12 +5,19 @@
     x.sum("seq").names          # ('batch', 'embed')
 
 The three rules (names ride along; broadcasting is positional and checked by
-name; dims are addressed by name) are in DESIGN.md.  This module re-exports
-the public API; each op lives with its name rule and gradient in
-:mod:`namedtensor.ops`.
-"""
+name; dims are addressed by name) are in docs/design.md.  This module
+re-exports the public API, declared in ``__all__`` and documented in the
+README's API table; each op lives with its gradient in :mod:`namedtensor.ops`.
 
-from __future__ import annotations
+The ops named like Python's builtins (``sum max min abs all any round pow``)
+and PyTorch's dtype spellings ``float int bool`` are ``nt.sum`` and so on, but
+not in ``__all__``: ``from namedtensor import *`` leaves the builtins alone.
+The layers ``autograd``, ``backends`` and ``ops`` stay reachable as
+subpackages; the single-file modules whose names are re-exported here
+(``checking``, ``display``, ``interop``, ``numpy_protocols``, ``serialization``,
+``tracing``) are not attributes of the package (``from namedtensor.tracing
+import ...`` still works).
+"""
 
 from . import testing
 from ._dtypes import DType, bool_, float16, float32, float64, int32, int64
@@ -18,32 +25,39 @@ from ._names import NamesError
 from .backends import get_num_threads, set_num_threads
 from .checking import Named, NamesSpec, check_names
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
-from .ops import _installed  # noqa: F401 - attaches the op methods to Tensor
+# importing the op families attaches their methods to Tensor
 from .ops.creation import (arange, as_tensor, empty, empty_like, eye, full, full_like, linspace, manual_seed, ones,
                            ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like)
-from .ops.elementwise import *  # noqa: F401,F403 - unary/binary math, comparisons, where, clip
+from .ops.elementwise import (add, ceil, clamp, clip, cos, div, divide, eq, erf, exp, expm1, floor, floor_divide, ge,
+                              gelu, gt, isfinite, isinf, isnan, le, log, log1p, logical_and, logical_not, logical_or,
+                              logical_xor, lt, maximum, minimum, mod, mul, multiply, ne, neg, reciprocal, relu,
+                              remainder, rsqrt, sigmoid, sign, silu, sin, softplus, sqrt, square, sub, subtract, tan,
+                              tanh, true_divide, where)
+from .ops.elementwise import abs as abs, pow as pow, round as round  # nt.abs: not in __all__
 from .ops.indexing import gather, index_select, isel, masked_fill, narrow, select
 from .ops.joining import cat, chunk, concat, pad, split, stack, unbind
 from .ops.linalg import dot, einsum, matmul, outer
 from .ops.movement import flip, roll, tile, tril, triu
 from .ops.naming import align, align_as, align_to, permute, refine_names, rename, transpose
-from .ops.reductions import *  # noqa: F401,F403 - sum mean prod max min ... softmax log_softmax
+from .ops.reductions import (amax, amin, argmax, argmin, cumprod, cumsum, log_softmax, logsumexp, mean, norm, prod,
+                             softmax, std, var)
+from .ops.reductions import all as all, any as any, max as max, min as min, sum as sum  # likewise
 from .ops.shape import broadcast_to, flatten, reshape, squeeze, unflatten, unsqueeze
 from .ops.sorting import ValuesIndices, argsort, sort, topk
-from .tensor import Tensor
+from .tensor import Tensor, install_methods
 from .serialization import load, save
-from . import cuda, data, nn, optim  # noqa: E402 - they build on the Tensor and its methods above
-from . import display as _display, interop as _interop, numpy_protocols as _numpy_protocols
+from . import cuda, data, nn, optim  # they build on the Tensor and its methods above
 from .interop import from_dlpack, from_xarray, to_pandas, to_xarray
 from .numpy_protocols import lift
 from .tracing import ShapeTrace, show, spec, trace_shapes
 from .backends.meta_backend import DataDependentError
-from .tensor import install_methods as _install_methods
+from . import checking, display, interop, numpy_protocols, serialization, tracing
 
-for _module in (_interop, _display, _numpy_protocols):  # conversions, display and NumPy's protocols: not ops
-    _install_methods(_module.METHODS)
+# conversions, display and NumPy's protocols are Tensor methods but not ops
+install_methods({**interop.METHODS, **display.METHODS, **numpy_protocols.METHODS})
+del install_methods, checking, display, interop, numpy_protocols, serialization, tracing
 
-# PyTorch's dtype spellings; defined last, since they shadow builtins in this module
+# PyTorch's dtype spellings; defined last, since three of them shadow builtins in this module
 half = float16
 float = float32  # noqa: A001
 double = float64
@@ -52,3 +66,40 @@ int = int32  # noqa: A001
 bool = bool_  # noqa: A001
 
 __version__ = "0.1.0"
+
+__all__ = [
+    # tensors, dtypes, errors
+    "Tensor", "DType", "bool_", "float16", "float32", "float64", "int32", "int64", "half", "double", "long",
+    "NamesError", "DataDependentError",
+    # creation
+    "tensor", "as_tensor", "arange", "empty", "eye", "full", "linspace", "ones", "rand", "randint", "randn", "zeros",
+    "empty_like", "full_like", "ones_like", "rand_like", "randn_like", "zeros_like", "manual_seed",
+    # naming
+    "rename", "refine_names", "align_to", "align_as", "align", "permute", "transpose",
+    # shape, joining, movement
+    "flatten", "unflatten", "squeeze", "unsqueeze", "broadcast_to", "reshape",
+    "cat", "concat", "stack", "split", "chunk", "unbind", "pad",
+    "flip", "roll", "tile", "tril", "triu",
+    # indexing
+    "isel", "select", "narrow", "index_select", "gather", "masked_fill", "where",
+    # elementwise math (and abs, round, pow)
+    "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "gelu",
+    "silu", "softplus", "erf", "sign", "floor", "ceil", "clip", "clamp", "reciprocal", "square",
+    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "floor_divide", "remainder", "mod",
+    "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
+    "logical_and", "logical_or", "logical_xor", "logical_not",
+    # reductions (and sum, max, min, any, all), sorting
+    "mean", "prod", "amax", "amin", "argmax", "argmin", "std", "var", "logsumexp", "norm", "cumsum", "cumprod",
+    "softmax", "log_softmax", "sort", "argsort", "topk", "ValuesIndices",
+    # contractions
+    "matmul", "dot", "einsum", "outer",
+    # autograd
+    "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    # threads, checkpoints
+    "set_num_threads", "get_num_threads", "save", "load",
+    # conversion, checked signatures, shape dry runs
+    "lift", "to_xarray", "from_xarray", "to_pandas", "from_dlpack", "Named", "NamesSpec", "check_names",
+    "spec", "trace_shapes", "show", "ShapeTrace",
+    # subpackages
+    "nn", "optim", "data", "cuda", "testing",
+]

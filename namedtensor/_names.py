@@ -1,7 +1,7 @@
 """Every name rule of the library, as pure functions on name tuples.
 
 A tensor's names are a tuple with one entry per dim: a ``str`` (a valid Python
-identifier) or ``None`` (unnamed).  The three rules (DESIGN.md §2):
+identifier) or ``None`` (unnamed).  The three rules (docs/design.md, "The three rules"):
 
 1. Names ride along: each op has one rule for its output names (functions here).
 2. Broadcasting is positional and checked by name: operands are right-aligned; at
@@ -934,6 +934,14 @@ def inplace(self_names: Names, other: Names, op: str) -> Names:
     return unify(self_names, other, op)
 
 
+def grad_names_error(op: str, what: str, names: Names, g_names: Names) -> NamesError:
+    """A gradient whose names are not its tensor's (``what``: how the message calls the tensor)."""
+    return NamesError(
+        f"{op}: the gradient's names {fmt(g_names)} differ from the {what}'s names {fmt(names)}; "
+        "a gradient has exactly the names of its tensor (rename or align_as it first)."
+    )
+
+
 # --------------------------------------------------------------------------- attention
 
 
@@ -958,17 +966,45 @@ def attention(q: Names, k: Names, v: Names, dim: str, key_dim: str, query_dim: O
     ``j`` is the operand's axis at position ``j``, or ``-1`` for a size-1 dim the operand lacks.
     The output, laid out like q, is named ``out_names``: q's names with ``dim`` replaced in place by
     v's value-feature name.  ``weights_names`` are the batch dims in q's order, then ``(seq, key_dim)``.
+
+    The dims are inferred by :func:`attention_dims`, the layouts planned by :func:`attention_layout`.
+    """
+    batch, seq, value = attention_dims(q, k, v, dim, key_dim, query_dim, op)
+    return attention_layout(q, k, v, dim, key_dim, batch, seq, value)
+
+
+@_cache
+def attention_dims(q: Names, k: Names, v: Names, dim: str, key_dim: str, query_dim: Optional[str] = None,
+                   op: str = "scaled_dot_product_attention") -> Tuple[Names, str, str]:
+    """Which dim of attention's operands is which: ``(batch, seq, value)``.
+
+    ``batch`` are q's dims other than ``dim`` and the queries' sequence dim ``seq`` (in q's order),
+    ``value`` is v's value-feature dim.  Every check of :func:`attention` is made here, in the order
+    its errors are reported: the names, the arguments, the queries' sequence dim, k's and v's dims.
     """
     ops = _qkv(q, k, v)
-    for label, names in (("q", q), ("k", k), ("v", v)):
-        for i, n in enumerate(names):
-            if n is None:
-                raise NamesError(
-                    f"{op}: attention matches q, k and v by name, but dim {i} of {label} is unnamed ({ops}). "
-                    "Name it with refine_names."
-                )
+    _attention_named(q, k, v, ops, op)
     for n in (dim, key_dim, query_dim):
         _check_name(n, op)
+    _attention_contracted(q, k, v, dim, key_dim, ops, op)
+    seq = _query_dim(q, k, dim, query_dim, ops, op)
+    batch = tuple(n for n in q if n != dim and n != seq)
+    _key_dims(k, batch, dim, key_dim, ops, op)
+    return batch, seq, _value_dim(v, batch, key_dim, seq, dim, ops, op)
+
+
+def _attention_named(q: Names, k: Names, v: Names, ops: str, op: str) -> None:
+    """Every dim of q, k and v is named: attention matches them by name."""
+    for label, names in (("q", q), ("k", k), ("v", v)):
+        if None in names:
+            raise NamesError(
+                f"{op}: attention matches q, k and v by name, but dim {names.index(None)} of {label} is unnamed "
+                f"({ops}). Name it with refine_names."
+            )
+
+
+def _attention_contracted(q: Names, k: Names, v: Names, dim: str, key_dim: str, ops: str, op: str) -> None:
+    """``dim`` is in q and k, ``key_dim`` in k and v and not in q, and they differ."""
     if dim == key_dim:
         raise NamesError(
             f"{op}: dim={dim!r} (the feature dim q and k contract) and key_dim={key_dim!r} (the keys' sequence "
@@ -991,7 +1027,10 @@ def attention(q: Names, k: Names, v: Names, dim: str, key_dim: str, query_dim: O
             f"{op}: key_dim={key_dim!r} is also a dim of q ({ops}): the queries' and the keys' sequence dims "
             f"need different names, e.g. k.rename({key_dim}='key'), v.rename({key_dim}='key') and key_dim='key'."
         )
-    candidates = tuple(n for n in q if n != dim and n not in k)
+
+
+def _query_dim(q: Names, k: Names, dim: str, query_dim: Optional[str], ops: str, op: str) -> str:
+    """The queries' sequence dim: ``query_dim`` checked, or the one dim of q that is neither ``dim`` nor in k."""
     if query_dim is not None:
         if query_dim not in q or query_dim == dim:
             raise NamesError(
@@ -1003,28 +1042,35 @@ def attention(q: Names, k: Names, v: Names, dim: str, key_dim: str, query_dim: O
                 f"{op}: query_dim={query_dim!r} is also a dim of k ({ops}): the keys' sequence dim needs its "
                 f"own name, passed as key_dim."
             )
-        seq = query_dim
-    elif len(candidates) == 1:
-        seq = candidates[0]
-    elif not candidates:
+        return query_dim
+    candidates = tuple(n for n in q if n != dim and n not in k)
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
         raise NamesError(
             f"{op}: cannot infer the queries' sequence dim: it is the dim of q that is neither dim={dim!r} nor a "
             f"dim of k, and q has none ({ops}). Give q a sequence dim that k lacks."
         )
-    else:
-        raise NamesError(
-            f"{op}: cannot infer the queries' sequence dim: q has {len(candidates)} dims that are neither "
-            f"dim={dim!r} nor dims of k: {', '.join(repr(n) for n in candidates)} ({ops}). Pass query_dim= "
-            "to say which it is (the others are then batch dims that k and v lack and broadcast over, as in "
-            "multi-query attention), or give k and v the batch dims."
-        )
-    batch = tuple(n for n in q if n != dim and n != seq)
+    raise NamesError(
+        f"{op}: cannot infer the queries' sequence dim: q has {len(candidates)} dims that are neither "
+        f"dim={dim!r} nor dims of k: {', '.join(repr(n) for n in candidates)} ({ops}). Pass query_dim= "
+        "to say which it is (the others are then batch dims that k and v lack and broadcast over, as in "
+        "multi-query attention), or give k and v the batch dims."
+    )
+
+
+def _key_dims(k: Names, batch: Names, dim: str, key_dim: str, ops: str, op: str) -> None:
+    """k has only q's batch dims, ``key_dim`` and ``dim``."""
     for n in k:
         if n not in batch and n != key_dim and n != dim:
             raise NamesError(
                 f"{op}: k's dim {n!r} is not a batch dim of q ({ops}): k's dims must be among q's batch dims "
                 f"{fmt(batch)}, key_dim={key_dim!r} and dim={dim!r}. Rename or remove it."
             )
+
+
+def _value_dim(v: Names, batch: Names, key_dim: str, seq: str, dim: str, ops: str, op: str) -> str:
+    """v's one value-feature dim: its dim other than q's batch dims and ``key_dim``, not named ``seq``."""
     features = tuple(n for n in v if n not in batch and n != key_dim)
     if len(features) != 1:
         found = ", ".join(repr(n) for n in features) if features else "none"
@@ -1038,11 +1084,28 @@ def attention(q: Names, k: Names, v: Names, dim: str, key_dim: str, query_dim: O
             f"{op}: v's value-feature dim {value!r} is the queries' sequence dim, so the output would name two "
             f"dims {value!r} ({ops}). Rename v's feature dim (e.g. to {dim!r})."
         )
-    q_src = tuple(q.index(n) for n in batch + (seq, dim))
-    k_src = tuple(k.index(n) if n in k else -1 for n in batch + (key_dim, dim))
-    v_src = tuple(v.index(n) if n in v else -1 for n in batch + (key_dim, value))
+    return value
+
+
+@_cache
+def attention_layout(q: Names, k: Names, v: Names, dim: str, key_dim: str, batch: Names, seq: str,
+                     value: str) -> Tuple[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], Names, Names]:
+    """The layouts of :func:`attention` once its dims are known (:func:`attention_dims`); no checks.
+
+    ``(q_src, k_src, v_src, out_names, weights_names)``: each ``*_src`` takes its operand to its
+    working layout (:func:`_sources`), the output is q's names with ``dim`` replaced by ``value``,
+    and the weights are named ``batch + (seq, key_dim)``.
+    """
+    q_src = _sources(q, batch + (seq, dim))
+    k_src = _sources(k, batch + (key_dim, dim))
+    v_src = _sources(v, batch + (key_dim, value))
     out_names = tuple(value if n == dim else n for n in q)
     return q_src, k_src, v_src, out_names, batch + (seq, key_dim)
+
+
+def _sources(names: Names, layout: Names) -> Tuple[int, ...]:
+    """For each dim of ``layout``, its axis in ``names``, or ``-1`` where ``names`` lacks it (a size-1 dim)."""
+    return tuple(names.index(n) if n in names else -1 for n in layout)
 
 
 @_cache

@@ -91,7 +91,7 @@ def _parse(entries: Tuple[Any, ...]) -> Tuple[Any, ...]:
         entries = tuple(Ellipsis if w == "..." else w for w in entries[0].split())
     for e in entries:
         if e is not Ellipsis:
-            _names._check_name(e, "Named")
+            _names.validate((e,), 1, "Named")  # a str identifier (or None), else the NamesError
     if entries.count(Ellipsis) > 1:
         raise NamesError(f"Named: '...' may appear at most once (it stands for any run of dims), got {entries!r}.")
     given = [e for e in entries if isinstance(e, str)]

@@ -18,6 +18,7 @@ import warnings
 from typing import Any, Callable, Iterator, Optional, Union
 
 from . import backends
+from ._internal import backend_of, wrap
 from .tensor import Tensor
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "synchronize", "memory_allocated",
@@ -35,7 +36,8 @@ def device_count() -> int:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception:  # not installed, no driver, no device: all mean none can be used
         count = 0
-    return max([count] + [int(d[5:]) + 1 for d in backends._registered])
+    # devices registered in place of CuPy's (the test suite's stand-ins) are counted too
+    return max([count] + [int(B.device[5:]) + 1 for B in _cuda_backends()])
 
 
 def is_available() -> bool:
@@ -52,7 +54,7 @@ def set_device(device: Device) -> None:
     """Make ``device`` (an index, ``"cuda:N"``) the one that ``"cuda"`` means, for CuPy too."""
     name = _name(device)
     B = backends.get(name)  # the clear error when it cannot be used
-    backends._current = int(B.device[5:])
+    backends.set_current_index(int(B.device[5:]))
     use = getattr(B, "_dev", None)  # CuPy's current device follows (the fake test devices have none)
     if use is not None:
         use.use()
@@ -74,11 +76,16 @@ def _name(device: Device) -> str:
     return d
 
 
+def _cuda_backends() -> list:
+    """The backends of the CUDA devices made (or registered) so far."""
+    return [B for B in backends.made() if B.device.startswith("cuda:")]
+
+
 def _made(device: Device):
     """The backend of ``device`` if it was made already (None: it never held memory)."""
     name = _name(device)
     key = f"cuda:{backends.current_index()}" if name == "cuda" else name
-    return backends._devices.get(key)
+    return next((B for B in _cuda_backends() if B.device == key), None)
 
 
 def synchronize(device: Device = None) -> None:
@@ -100,7 +107,7 @@ def memory_reserved(device: Device = None) -> int:
 
 def empty_cache() -> None:
     """Release the memory pool's cached blocks on every device used so far (live tensors keep theirs)."""
-    for B in list(backends._devices.values()):
+    for B in _cuda_backends():
         B.empty_cache()
 
 
@@ -113,7 +120,7 @@ def pin(t: Tensor, device: Device = None) -> Tensor:
         raise ValueError(f"pin: only CPU tensors can be pinned, this one is on {t.device!r}.")
     B = backends.get(_name(device))
     cpu = backends.cpu()
-    return Tensor._make(cpu.asarray(B.pin(t._B.to_numpy(t.array))), t._names, cpu)
+    return wrap(cpu.asarray(B.pin(backend_of(t).to_numpy(t.array))), t.names, cpu)
 
 
 # ---------------------------------------------------------------------- the DataLoader's delivery
@@ -164,17 +171,17 @@ def _pinned(t: Tensor, B) -> Tensor:
     if t.device != "cpu":
         return t
     cpu = backends.cpu()
-    return Tensor._make(cpu.asarray(B.pin(t._B.to_numpy(t.array))), t._names, cpu)
+    return wrap(cpu.asarray(B.pin(backend_of(t).to_numpy(t.array))), t.names, cpu)
 
 
 def _to_device(t: Tensor, B) -> Tensor:
-    return t if t.device == B.device else Tensor._make(backends.transfer(t.array, t._B, B), t._names, B)
+    return t if t.device == B.device else wrap(backends.transfer(t.array, backend_of(t), B), t.names, B)
 
 
 def _upload(t: Tensor, B, stream) -> Tensor:
     if t.device != "cpu":
         return _to_device(t, B)
-    return Tensor._make(B.upload(B.pin(t._B.to_numpy(t.array)), True, stream), t._names, B)
+    return wrap(B.upload(B.pin(backend_of(t).to_numpy(t.array)), True, stream), t.names, B)
 
 
 def _map_tensors(obj: Any, fn: Callable[[Tensor], Tensor]) -> Any:

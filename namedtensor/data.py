@@ -63,10 +63,10 @@ class TensorDataset(Dataset):
                 raise ValueError(f"TensorDataset: tensor {i} is 0-dim; it has no dim to take samples along.")
         self.tensors = tensors
         self.dim = 0 if dim is None else dim
-        self.axes = tuple(_names.axis(t._names, self.dim, "TensorDataset") for t in tensors)
+        self.axes = tuple(_names.axis(t.names, self.dim, "TensorDataset") for t in tensors)
         sizes = [t.shape[ax] for t, ax in zip(tensors, self.axes)]
         if len(set(sizes)) > 1:
-            shown = ", ".join(f"{t.shape} {_names.fmt(t._names)}" for t in tensors)
+            shown = ", ".join(f"{t.shape} {_names.fmt(t.names)}" for t in tensors)
             raise ValueError(
                 f"TensorDataset: the tensors have different sizes along dim {self.dim!r}: {sizes} "
                 f"(shapes and names: {shown}); every tensor needs one entry per sample."
@@ -172,7 +172,7 @@ class DataLoader:
                       and type(dataset).__getitem__ is TensorDataset.__getitem__)
         if self._fast and names is not None:
             for i, (t, ax) in enumerate(zip(dataset.tensors, dataset.axes)):
-                _check_free(names, _names.remove(t._names, ax), f"tensor {i} of the dataset")
+                _check_free(names, _names.remove(t.names, ax), f"tensor {i} of the dataset")
 
     def __len__(self) -> int:
         n = len(self.dataset if self.sampler is None else self.sampler)
@@ -211,7 +211,7 @@ class DataLoader:
             b = index_select(t, ax, tensor(list(indices), dtype=_dtypes.int64, device=t.device))
             if ax != 0:
                 b = permute(b, ax, *(i for i in range(t.ndim) if i != ax))
-            out.append(rename(b, self.names, *b._names[1:]))
+            out.append(rename(b, self.names, *b.names[1:]))
         return tuple(out)
 
     def __repr__(self) -> str:
@@ -236,7 +236,7 @@ def collate(samples: list, names: Optional[str] = "batch", _path: str = "sample"
             raise TypeError(f"DataLoader: {_path} is a Tensor in some samples and not in others.")
         if names is None:
             return stack(samples, 0)
-        _check_free(names, first._names, _path)
+        _check_free(names, first.names, _path)
         return stack(samples, names)
     if isinstance(first, (bool, int, float)):
         if not all(isinstance(s, (bool, int, float)) for s in samples):

@@ -19,6 +19,7 @@ from html import escape
 from typing import Any
 
 from . import _dtypes, _names
+from ._internal import backend_of
 from .backends.formatting import format_cells
 from .tensor import Tensor
 
@@ -59,17 +60,17 @@ def _window(B, x, axes: Sequence[int]):
 
 def _cells(t: Tensor, x) -> list[str]:
     """The values of backend array ``x`` (from ``t``), formatted as ``repr`` formats them, flattened."""
-    return format_cells(t._B.to_numpy(x))
+    return format_cells(backend_of(t).to_numpy(x))
 
 
 def _header(t: Tensor) -> str:
-    dims = " × ".join(f"{_label(t._names, i)}: {s}" for i, s in enumerate(t.shape)) or "scalar"
+    dims = " × ".join(f"{_label(t.names, i)}: {s}" for i, s in enumerate(t.shape)) or "scalar"
     parts = [f"<b>{escape(dims)}</b>", escape(t.dtype.name)]
     if t.device != "cpu":
         parts.append(escape(t.device))
-    if t._node is not None:
-        parts.append(f"grad_fn={escape(t._node.op.name)}")
-    elif t._rg:
+    if t.grad_fn is not None:
+        parts.append(f"grad_fn={escape(t.grad_fn.op.name)}")
+    elif t.requires_grad:
         parts.append("requires_grad=True")
     return '<div class="nt-header">' + " · ".join(parts) + "</div>"
 
@@ -95,8 +96,8 @@ def _row_cells(values: list[str], positions: Sequence[int | None]) -> str:
 def _table_1d(t: Tensor, x, ax: int) -> str:
     """One row of values under a header naming dim ``ax`` and holding its indices."""
     cols = _positions(x.shape[0])
-    values = _cells(t, _window(t._B, x, (0,)))
-    head = "<tr>" + _th(_label(t._names, ax)) + _index_cells(cols) + "</tr>"
+    values = _cells(t, _window(backend_of(t), x, (0,)))
+    head = "<tr>" + _th(_label(t.names, ax)) + _index_cells(cols) + "</tr>"
     body = "<tr>" + _th("") + _row_cells(values, cols) + "</tr>"
     return f"<table><thead>{head}</thead><tbody>{body}</tbody></table>"
 
@@ -104,10 +105,10 @@ def _table_1d(t: Tensor, x, ax: int) -> str:
 def _table_2d(t: Tensor, x, row_ax: int, col_ax: int) -> str:
     """Rows along dim ``row_ax`` (named in the corner), columns along ``col_ax`` (named above them)."""
     rows, cols = _positions(x.shape[0]), _positions(x.shape[1])
-    values = _cells(t, _window(t._B, x, (0, 1)))
+    values = _cells(t, _window(backend_of(t), x, (0, 1)))
     ncols = len(cols) - (None in cols)
-    head = ("<tr>" + _th("") + _th(_label(t._names, col_ax), f' colspan="{len(cols)}"') + "</tr>"
-            + "<tr>" + _th(_label(t._names, row_ax)) + _index_cells(cols) + "</tr>")
+    head = ("<tr>" + _th("") + _th(_label(t.names, col_ax), f' colspan="{len(cols)}"') + "</tr>"
+            + "<tr>" + _th(_label(t.names, row_ax)) + _index_cells(cols) + "</tr>")
     body, k = [], 0
     for r in rows:
         if r is None:
@@ -122,7 +123,7 @@ def _stats(t: Tensor) -> str:
     """``min/max/mean`` of numeric (non-bool) data, as ``repr`` writes numbers; '' for bool data."""
     if t.dtype.kind == "b":
         return ""
-    B, x = t._B, t.array
+    B, x = backend_of(t), t.array
     lo, hi = _cells(t, B.min(x, axis=None)), _cells(t, B.max(x, axis=None))
     # the mean of integers is a float: take it in float64 so strict backends accept it
     mean = _cells(t, B.mean(x if t.dtype.kind == "f" else B.astype(x, B.native(_dtypes.float64)), axis=None))
@@ -134,17 +135,17 @@ def _body(t: Tensor) -> str:
     if t.ndim == 0:
         return f'<div class="nt-value"><code>{escape(_cells(t, x)[0])}</code></div>'
     if t.numel() == 0:
-        zero = ", ".join(_label(t._names, i) for i, s in enumerate(t.shape) if s == 0)
+        zero = ", ".join(_label(t.names, i) for i, s in enumerate(t.shape) if s == 0)
         return f'<div class="nt-empty"><i>empty tensor (no elements: {escape(zero)} has size 0)</i></div>'
     if t.ndim == 1:
         return _table_1d(t, x, 0)
     if t.ndim == 2:
         return _table_2d(t, x, 0, 1)
     lead = t.ndim - 2
-    where = ", ".join(f"{_label(t._names, i)}=0" for i in range(lead))
+    where = ", ".join(f"{_label(t.names, i)}=0" for i in range(lead))
     summary = f'<div class="nt-summary">{escape(_stats(t))}</div>'
     note = f'<div class="nt-slice">first slice shown: {escape(where)}</div>'
-    first = t._B.getitem(x, (0,) * lead)
+    first = backend_of(t).getitem(x, (0,) * lead)
     return summary + note + _table_2d(t, first, lead, lead + 1)
 
 
@@ -163,7 +164,7 @@ def _pyplot():
 
 def _host_values(t: Tensor):
     """``t``'s values on the host, in a dtype matplotlib draws (float16 widened, bool as int)."""
-    B, x = t._B, t.detach().array
+    B, x = backend_of(t), t.detach().array
     if t.dtype.kind == "b":
         x = B.astype(x, B.native(_dtypes.int64))
     elif t.dtype.itemsize < 4:
@@ -182,11 +183,11 @@ def plot(t: Tensor, ax: Any = None, **kwargs: Any) -> Any:
             hint = "a 0-dim tensor is one number: t.item()"
         else:
             # unnamed dims are picked by position, named ones by name
-            dim = "0" if t._names[0] is None else repr(t._names[0])
+            dim = "0" if t.names[0] is None else repr(t.names[0])
             hint = f"select or reduce dims first, e.g. t[{{{dim}: 0}}] or t.mean({dim})"
         raise ValueError(
             f"plot() draws 1-D tensors as a line and 2-D tensors as a heatmap; this one has {t.ndim} dims "
-            f"{_names.fmt(t._names)}: {hint}."
+            f"{_names.fmt(t.names)}: {hint}."
         )
     if t.numel() == 0:
         raise ValueError(f"plot(): the tensor is empty (shape {t.shape}), there is nothing to draw.")
@@ -196,13 +197,13 @@ def plot(t: Tensor, ax: Any = None, **kwargs: Any) -> Any:
     values = _host_values(t)
     if t.ndim == 1:
         ax.plot(range(t.shape[0]), values, **kwargs)
-        ax.set_xlabel(_label(t._names, 0))
+        ax.set_xlabel(_label(t.names, 0))
     else:
         kwargs.setdefault("aspect", "auto")
         image = ax.imshow(values, **kwargs)
         ax.figure.colorbar(image, ax=ax)
-        ax.set_ylabel(_label(t._names, 0))
-        ax.set_xlabel(_label(t._names, 1))
+        ax.set_ylabel(_label(t.names, 0))
+        ax.set_xlabel(_label(t.names, 1))
     return ax
 
 

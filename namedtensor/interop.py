@@ -34,7 +34,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from . import _names, backends
-from .autograd import graph
+from ._internal import backend_of, wrap
+from .autograd.mode import is_grad_enabled
 from .tensor import Tensor
 
 _EXTRA = 'pip install "named-tensors[interop]"'
@@ -52,7 +53,7 @@ def _values(t: Tensor, op: str):
     """A NumPy copy of ``t``'s values, outside any autograd graph."""
     if not isinstance(t, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(t).__name__}.")
-    return t._B.to_numpy(t.array).copy()
+    return backend_of(t).to_numpy(t.array).copy()
 
 
 def to_xarray(t: Tensor, coords: Any = None, attrs: Mapping | None = None, name: Hashable | None = None):
@@ -63,13 +64,13 @@ def to_xarray(t: Tensor, coords: Any = None, attrs: Mapping | None = None, name:
     """
     xr = _require("xarray", "to_xarray")
     values = _values(t, "to_xarray")
-    for i, n in enumerate(t._names):
+    for i, n in enumerate(t.names):
         if n is None:
             raise _names.NamesError(
-                f"to_xarray: dim {i} of {_names.fmt(t._names)} is unnamed, and xarray needs a name for every "
+                f"to_xarray: dim {i} of {_names.fmt(t.names)} is unnamed, and xarray needs a name for every "
                 "dim; name it first, e.g. t.refine_names(...)."
             )
-    return xr.DataArray(values, dims=t._names, coords=coords, attrs=None if attrs is None else dict(attrs), name=name)
+    return xr.DataArray(values, dims=t.names, coords=coords, attrs=None if attrs is None else dict(attrs), name=name)
 
 
 def from_xarray(da, device: str | None = None) -> Tensor:
@@ -96,20 +97,20 @@ def to_pandas(t: Tensor):
     """
     pd = _require("pandas", "to_pandas")
     values = _values(t, "to_pandas")
-    axes = [pd.RangeIndex(size, name=n) for n, size in zip(t._names, values.shape)]
+    axes = [pd.RangeIndex(size, name=n) for n, size in zip(t.names, values.shape)]
     if values.ndim == 1:
         return pd.Series(values, index=axes[0], copy=False)
     if values.ndim == 2:
         return pd.DataFrame(values, index=axes[0], columns=axes[1], copy=False)
     raise ValueError(
         f"to_pandas: pandas holds 1-D (Series) or 2-D (DataFrame) data, but this tensor has {values.ndim} dims "
-        f"{_names.fmt(t._names)}; select or flatten dims first, or use to_xarray for any rank."
+        f"{_names.fmt(t.names)}; select or flatten dims first, or use to_xarray for any rank."
     )
 
 
 def __dlpack__(self: Tensor, *, stream=None, max_version=None, dl_device=None, copy=None):
     """The DLPack capsule of the backend array (names are not part of DLPack)."""
-    if self._rg and graph._grad_enabled:
+    if self._rg and is_grad_enabled():
         raise RuntimeError("__dlpack__: the tensor requires grad; export t.detach() instead.")
     # only what the caller set is passed on: some producers read "absent" differently from None
     given = {"max_version": max_version, "dl_device": dl_device, "copy": copy}
@@ -153,11 +154,11 @@ def from_dlpack(x, names: Sequence[str | None] | None = None, device: str | None
             f"got {type(x).__name__}; use nt.tensor for other data."
         )
     if names is None and isinstance(x, Tensor):
-        names = x._names
+        names = x.names
     B = backends.get(_dlpack_device(x) if device is None else device)
     arr = B.xp.from_dlpack(x)
     B.dtype_of(arr)  # a TypeError naming the supported dtypes, instead of a failure in a later op
-    return Tensor._make(arr, _names.validate(names, len(arr.shape), "from_dlpack"), B)
+    return wrap(arr, _names.validate(names, len(arr.shape), "from_dlpack"), B)
 
 
 METHODS = {

@@ -43,12 +43,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _names
-from .autograd import graph
+from ._internal import backend_of, operand, wrap
+from .autograd.mode import is_grad_enabled
 from .ops import elementwise as E
 from .ops import joining, linalg, naming, sorting
 from .ops import reductions as R
 from .ops import shape as S
-from .ops._common import operand
 from .tensor import Tensor
 
 _WAYS_OUT = ("convert with t.numpy() (names are dropped) or wrap the NumPy code with nt.lift(fn, in_dims=..., "
@@ -236,11 +236,11 @@ def _einsum(subscripts, *operands, optimize=False, out=None, **rest):
                          f"{[t.ndim for t in tensors]}.")
     named: dict[str, str] = {}
     for i, (word, t) in enumerate(zip(words, tensors)):
-        for letter, name in zip(word, t._names):
+        for letter, name in zip(word, t.names):
             if name is not None and named.setdefault(letter, name) != name:
                 raise _names.NamesError(
                     f"einsum: the letter {letter!r} labels dims named {named[letter]!r} and {name!r} (operand {i} "
-                    f"has names {_names.fmt(t._names)}); rename so that the dims a letter joins share a name.")
+                    f"has names {_names.fmt(t.names)}); rename so that the dims a letter joins share a name.")
     spec = f"{ins}->{out_spec}"
     result = linalg.einsum(spec, *(naming.rename(t, None) for t in tensors))
     return naming.rename(result, *(named.get(c) for c in out_spec)) if out_spec else result
@@ -283,7 +283,7 @@ def _moveaxis(a, source, destination):
     dst = destination if isinstance(destination, (tuple, list)) else (destination,)
     if len(src) != len(dst):
         raise ValueError("np.moveaxis: source and destination must have the same number of elements.")
-    src = [_names.axis(a._names, s, "moveaxis") for s in src]
+    src = [_names.axis(a.names, s, "moveaxis") for s in src]
     dst = [d % a.ndim for d in dst]
     order = [i for i in range(a.ndim) if i not in src]
     for d, s in sorted(zip(dst, src)):
@@ -390,16 +390,16 @@ def lift(fn: Callable, in_dims: DimsSpec, out_dims: DimsSpec) -> Callable:
         for i, (t, want) in enumerate(zip(tensors, ins)):
             if not isinstance(t, Tensor):
                 raise TypeError(f"lift({fname}): input {i} must be a Tensor, got {type(t).__name__}.")
-            if sorted(map(str, t._names)) != sorted(want) or None in t._names:
+            if sorted(map(str, t.names)) != sorted(want) or None in t.names:
                 raise _names.NamesError(
-                    f"lift({fname}): input {i} has names {_names.fmt(t._names)}, but the function expects exactly "
+                    f"lift({fname}): input {i} has names {_names.fmt(t.names)}, but the function expects exactly "
                     f"{_names.fmt(want)} (in any order); rename or refine_names the input to those names first.")
-            if t._rg and graph._grad_enabled:
+            if t.requires_grad and is_grad_enabled():
                 raise RuntimeError(
                     f"lift({fname}): input {i} requires grad, but no gradient passes through a lifted function "
                     f"(it sees plain arrays); detach() the input or run under nt.no_grad().")
             arrays.append(naming.align_to(t, *want).numpy())
-        B = tensors[0]._B
+        B = backend_of(tensors[0])
         result = fn(*arrays, **kwargs)
         results = tuple(result) if several_out else (result,)
         if len(results) != len(outs):
@@ -411,7 +411,7 @@ def lift(fn: Callable, in_dims: DimsSpec, out_dims: DimsSpec) -> Callable:
             if len(data.shape) != len(names):
                 raise ValueError(f"lift({fname}): output {i} has {len(data.shape)} dim(s) (shape "
                                  f"{tuple(data.shape)}), but out_dims gives {len(names)} names {_names.fmt(names)}.")
-            named.append(naming.refine_names(Tensor._make(data, _names.unnamed(len(names)), B), *names))
+            named.append(naming.refine_names(wrap(data, _names.unnamed(len(names)), B), *names))
         return tuple(named) if several_out else named[0]
 
     lifted.__name__ = f"lifted_{fname}"

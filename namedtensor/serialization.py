@@ -44,6 +44,7 @@ import zlib
 from typing import Any, Dict, List, Tuple, Union
 
 from . import _dtypes, _names, backends
+from ._internal import backend_of, wrap
 from .tensor import Tensor
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -76,10 +77,10 @@ def save(obj: Any, path: PathLike) -> None:
     keys = _tensor_keys([p for p, _ in slots])
     arrays, names, crcs = {}, {}, {}
     for key, (_, t) in zip(keys, slots):
-        a = t._B.to_numpy(t.array)
+        a = backend_of(t).to_numpy(t.array)
         # safetensors copies raw memory from the array's pointer: it must be C-ordered
         arrays[key] = a = a if a.flags.c_contiguous else a.copy()
-        names[key] = list(t._names)
+        names[key] = list(t.names)
         crcs[key] = zlib.crc32(a)
     doc = {"format": FORMAT, "version": VERSION, "names": names, "crc32": crcs,
            "structure": _with_keys(structure, keys)}
@@ -314,7 +315,7 @@ def _make(array, names, B, key: str, path: str) -> Tensor:
         B.native(_dtypes.by_name(array.dtype.name))
     except TypeError as e:
         raise TypeError(f"load: tensor {key!r} of {path!r}: {e}") from None
-    return Tensor._make(B.asarray(array), names, B)
+    return wrap(B.asarray(array), names, B)
 
 
 def _parse_document(text: str, path: str, entries: dict) -> dict:

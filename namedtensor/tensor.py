@@ -4,18 +4,21 @@ A tensor holds a raw backend array (``t.array``), a tuple of names (``str`` or
 ``None``, one per dim), its backend, and autograd state.  It is kept small
 (``__slots__``) because one is made per op.  Math, shape and indexing methods
 are the functions of :mod:`namedtensor.ops`, attached here by
-:func:`install_methods`; each is defined (name rule, forward, backward) in
-its op module.
+:func:`install_methods`; each is defined (forward, backward, and a call of
+its name rule in :mod:`namedtensor._names`) in its op module.  ``backward`` and ``register_post_accumulate_grad_hook`` are
+the engine's, installed the same way by :mod:`namedtensor.autograd`: this
+module sits below the ops and the engine and imports neither.
 """
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
-from . import _dtypes, _names
+from . import _dtypes, _names, backends
 from ._tensor_methods import TensorMethods
-from .autograd import graph
+from .autograd import mode
 
 
 class Tensor(TensorMethods):
@@ -69,10 +72,7 @@ class Tensor(TensorMethods):
 
     def numel(self) -> int:
         """The number of elements."""
-        n = 1
-        for s in self._data.shape:
-            n *= s
-        return n
+        return math.prod(self._data.shape)
 
     @property
     def dtype(self) -> _dtypes.DType:
@@ -110,7 +110,7 @@ class Tensor(TensorMethods):
     # ------------------------------------------------------------------ conversion
     def numpy(self):
         """The data as a NumPy array (no copy on the CPU).  Refused while it requires grad."""
-        if self._rg and graph._grad_enabled:
+        if self._rg and mode._grad_enabled:
             raise RuntimeError("numpy(): the tensor requires grad; call .detach().numpy() to leave the graph.")
         return self._B.to_numpy(self.array)
 
@@ -235,27 +235,13 @@ class Tensor(TensorMethods):
             if value.shape != self.shape:
                 raise ValueError(f"grad has shape {value.shape}, the tensor {self.shape}.")
             if value._names != self._names:
-                from .autograd.engine import grad_names_error
-
-                raise grad_names_error("grad", "tensor", self._names, value._names)
+                raise _names.grad_names_error("grad", "tensor", self._names, value._names)
             if value._B is not self._B and value.device != self.device:
-                if value.device == "meta" and graph._tracer is not None:
+                if value.device == "meta" and mode._tracer is not None:
                     return  # a shape dry run reached a real leaf (a module's parameter): its .grad stays as it was
                 raise ValueError(f"grad is on device {value.device!r} but the tensor on {self.device!r}; "
                                  "move it with .to(...) first.")
         self._grad = value
-
-    def backward(self, gradient=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
-                 inputs=None) -> None:
-        """Accumulate the gradient of this tensor into ``.grad`` of the leaves it depends on."""
-        from .autograd.engine import accumulate_grads, run_backward
-
-        if inputs is not None:
-            ins = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-            grads = run_backward(self, gradient, retain_graph, create_graph, inputs=ins, allow_unused=True)
-            accumulate_grads(ins, grads)
-            return
-        run_backward(self, gradient, retain_graph, create_graph)
 
     def register_hook(self, hook: Callable[["Tensor"], Optional["Tensor"]]) -> Callable[[], None]:
         """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor replaces it.
@@ -273,18 +259,6 @@ class Tensor(TensorMethods):
             hooks = node.hooks.setdefault(self._idx, [])
         hooks.append(hook)
         return lambda: hooks.remove(hook) if hook in hooks else None
-
-    def register_post_accumulate_grad_hook(self, hook: Callable[["Tensor"], None]) -> Callable[[], None]:
-        """Call ``hook(tensor)`` on a leaf right after backward updated its ``.grad``: as soon as every
-        contribution to it is in, while the rest of the backward goes on (as PyTorch's).
-
-        Returns a function that removes the hook.
-        """
-        from .autograd.engine import add_post_accumulate_grad_hook
-
-        if self._node is not None or not self._rg:
-            raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors that require grad have one.")
-        return add_post_accumulate_grad_hook(self, hook)
 
     def _hooks_list(self) -> list:
         try:
@@ -315,7 +289,7 @@ class Tensor(TensorMethods):
     def detach(self) -> "Tensor":
         """The same data and names, out of the graph (a view: in-place edits show in both)."""
         t = Tensor._make(self._data, self._names, self._B)
-        t._vc = graph.version_counter(self)
+        t._vc = mode.version_counter(self)
         return t
 
     def detach_(self) -> "Tensor":
@@ -326,7 +300,7 @@ class Tensor(TensorMethods):
 
     def _check_inplace(self, op: str, *others) -> None:
         """In-place edits of tensors in a graph are refused: they would corrupt gradients."""
-        if graph._grad_enabled:
+        if mode._grad_enabled:
             if self._rg:
                 raise RuntimeError(
                     f"{op}: in-place edit of a tensor that requires grad (names {_names.fmt(self._names)}). "
@@ -340,23 +314,22 @@ class Tensor(TensorMethods):
                     )
 
     def _bump(self) -> None:
-        graph.version_counter(self)[0] += 1
+        mode.version_counter(self)[0] += 1
 
     @property
     def _version(self) -> int:
-        return graph.version_counter(self)[0]
+        return mode.version_counter(self)[0]
 
 
 _new = object.__new__
 
 
 def _rebuild(array, names, dtype, requires_grad, device=None):
-    from .ops.creation import tensor
-
-    return tensor(array, names=names, dtype=dtype, device=device, requires_grad=requires_grad)
-
-
-graph.Tensor = Tensor
+    """The tensor that ``Tensor.__reduce__`` describes (pickle, ``copy.deepcopy``): its own copy of
+    ``array``, on ``device``."""
+    B = backends.get(device)
+    t = Tensor._make(B.astype(B.asarray(array), B.native(_dtypes.as_dtype(dtype))), names, B)
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def install_methods(table: Dict[str, Any]) -> None:

@@ -20,9 +20,8 @@ import sys
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _dtypes, _names
-from .autograd import graph
+from ._internal import int_sizes, raw, swap_tracer, wrap
 from .backends.meta_backend import META, MetaArray
-from .ops._common import int_sizes
 from .tensor import Tensor
 
 Shape = Tuple[int, ...]
@@ -50,7 +49,8 @@ class TraceRow(NamedTuple):
 
 
 def _operand(t: Tensor) -> Operand:
-    return Operand(t._names, tuple(t._data.shape), str(t._data.dtype))
+    a = raw(t)
+    return Operand(t.names, tuple(a.shape), str(a.dtype))
 
 
 def _numel(shape: Shape) -> int:
@@ -180,7 +180,7 @@ def spec(names: Union[Sequence[Optional[str]], Mapping[str, int]], shape: Option
     shape = int_sizes(tuple(shape), "spec", nonnegative=True)
     names = _names.validate(names, len(shape), "spec")
     dtype = _dtypes.float32 if dtype is None else _dtypes.as_dtype(dtype)
-    t = Tensor._make(MetaArray(shape, META.native(dtype)), names, META)
+    t = wrap(MetaArray(shape, META.native(dtype)), names, META)
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -198,7 +198,7 @@ def trace_shapes(fn: Callable, *inputs, **kwargs) -> ShapeTrace:
     global _recording
     outer, rows = _recording, []
     _recording = rows
-    previous, graph._tracer = graph._tracer, _record
+    previous = swap_tracer(_record)
     try:
         result = fn(*inputs, **kwargs)
     except Exception as e:
@@ -209,7 +209,7 @@ def trace_shapes(fn: Callable, *inputs, **kwargs) -> ShapeTrace:
         raise
     finally:
         _recording = outer
-        graph._tracer = previous
+        swap_tracer(previous)
     return ShapeTrace(rows, result)
 
 

@@ -1,88 +1,202 @@
-"""The public API is spelled as documented (README's overview): every function and method exists."""
+"""The public API is declared (``nt.__all__``), documented, and nothing else leaks.
 
-import pytest
+The API's documentation is the README's API table and its Models section, and the namedtensor
+column of docs/converting.md's cheat sheet. ``test_documented_api_is_declared`` reads the names in
+their code spans and checks both ways: every name they mention exists, and every name in ``__all__``
+(and in the ``__all__`` of ``nn``, ``nn.functional``, ``optim`` and ``data``) and every public
+Tensor method is mentioned.
+"""
+
+import builtins
+import importlib
+import inspect
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import namedtensor as nt
+import namedtensor.distributed as dist
+import namedtensor.nn.functional as F
+import namedtensor.nn.init as init
+import namedtensor.optim.lr_scheduler as lr_scheduler
 
-FUNCTIONS = """
-tensor as_tensor zeros ones empty full arange linspace eye rand randn randint zeros_like ones_like full_like
-rand_like randn_like manual_seed align cat stack split chunk unbind pad gather index_select masked_fill where
-matmul dot einsum outer grad no_grad enable_grad set_grad_enabled is_grad_enabled NamesError Tensor
-neg abs exp log log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid relu gelu silu softplus erf sign floor ceil
-round clip reciprocal square maximum minimum logical_and logical_or logical_not sum mean prod max min amax amin
-argmax argmin std var logsumexp norm any all cumsum cumprod softmax log_softmax sort argsort topk
-float32 float64 float16 int32 int64 bool_ flip roll tile tril triu flatten unflatten squeeze unsqueeze
-broadcast_to reshape rename refine_names align_to align_as permute transpose select narrow isel
-""".split()
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+CONVERTING = (ROOT / "docs" / "converting.md").read_text(encoding="utf-8")
 
-METHODS = """
-names sizes shape ndim dtype device is_named array numpy item tolist rename refine_names align_to align_as
-flatten unflatten permute transpose mT squeeze unsqueeze expand broadcast_to reshape view split chunk unbind
-flip roll repeat tile tril triu isel select narrow index_select masked_fill neg abs exp log log1p expm1 sqrt
-rsqrt sin cos tan tanh sigmoid relu gelu silu softplus erf sign floor ceil round clip reciprocal square
-maximum minimum logical_and logical_or logical_not sum mean prod max min amax amin argmax argmin std var
-logsumexp norm any all cumsum cumprod softmax log_softmax sort argsort topk matmul to float double half long
-int bool clone detach backward register_hook retain_grad requires_grad_ grad add_ sub_ mul_ div_
-masked_fill_ zero_ fill_ copy_ __getitem__ __setitem__ __matmul__ __add__ __sub__ __mul__ __truediv__
-__floordiv__ __mod__ __pow__ __lt__ __le__ __gt__ __ge__ __eq__ __ne__ __len__ __iter__
-""".split()
+# nt.sum etc.: ops and dtypes named like Python's builtins, kept out of __all__ so that import * leaves them alone
+BUILTIN_NAMED = {"abs", "all", "any", "bool", "float", "int", "max", "min", "pow", "round", "sum"}
+LAYERS = {"autograd", "backends", "ops"}  # subpackages reachable as attributes, not exported by import *
 
+# what a prefix in the docs' code means (``t`` is a tensor, ``.mT`` an attribute of one)
+PREFIXES = {"t": nt.Tensor, "": nt.Tensor, "nn": nt.nn, "F": F, "init": init, "optim": nt.optim, "data": nt.data,
+            "dist": dist}
+TOP_LEVEL = (nt.Tensor,)  # where a bare name of the API table lives, besides nt
+MODELS = (nt.Tensor, nt.nn, nt.nn.Module, F, init, nt.optim, lr_scheduler, nt.data, nt.testing)
 
-@pytest.mark.parametrize("name", FUNCTIONS)
-def test_function_exists(name):
-    assert hasattr(nt, name), f"nt.{name} is missing"
+_SPAN = re.compile(r"`([^`]+)`")
+_STRING = re.compile(r"\"[^\"]*\"|'[^']*'")
+_BRACKETS = re.compile(r"\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}")
+_WORDS = re.compile(r"\.?[A-Za-z_][\w.]*(?:\s+\.?[A-Za-z_][\w.]*)*")
+_CHAIN = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*)?(?:\.[A-Za-z_]\w*)+")
 
 
-@pytest.mark.parametrize("name", METHODS)
-def test_method_exists(name):
-    assert hasattr(nt.Tensor, name), f"Tensor.{name} is missing"
+def section(text: str, start: str, end: str = "\n## ") -> str:
+    begin = text.index(start)
+    stop = text.find(end, begin + len(start))
+    return text[begin:stop if stop >= 0 else None]
 
 
-def test_testing_tools_are_public():
-    from namedtensor.testing import assert_close, gradcheck, gradgradcheck
-
-    assert callable(gradcheck) and callable(gradgradcheck) and callable(assert_close)
-    assert nt.testing.gradcheck is gradcheck
+def table_column(text: str, index: int) -> str:
+    rows = [line for line in text.splitlines() if line.startswith("|") and not set(line) <= set("|-: ")]
+    return "\n".join(line.strip("|").split(" | ")[index] for line in rows)
 
 
-MODEL_API = {
-    "nt": """save load set_num_threads get_num_threads nn optim data lift from_xarray to_xarray to_pandas from_dlpack
-        Named NamesSpec check_names""",
-    "nt.nn": """Module Parameter Sequential ModuleList ModuleDict Linear Embedding LayerNorm RMSNorm Dropout ReLU
-        GELU SiLU Tanh Sigmoid Softmax LogSoftmax Identity MultiheadAttention MLP TransformerBlock functional init""",
-    "nt.nn.functional": """linear softmax log_softmax cross_entropy nll_loss mse_loss dropout gelu relu silu sigmoid
-        tanh layer_norm rms_norm embedding scaled_dot_product_attention causal_mask""",
-    "nt.nn.init": """uniform_ normal_ constant_ zeros_ ones_ trunc_normal_ xavier_uniform_ xavier_normal_
-        kaiming_uniform_ kaiming_normal_ calculate_gain""",
-    "nt.optim": "Optimizer SGD Adam AdamW clip_grad_norm_ clip_grad_value_ lr_scheduler",
-    "nt.optim.lr_scheduler": """LRScheduler StepLR MultiStepLR ExponentialLR CosineAnnealingLR LinearLR LambdaLR
-        SequentialLR""",
-    "nt.data": "Dataset TensorDataset DataLoader Generator",
-}
+def code_names(text: str) -> list:
+    """The names in text's code spans: a span of bare words (``zeros ones empty``, ``rename(*names)``) gives
+    each word; any other span (``a * s.align_as(a)``) only its dotted names. Strings and what brackets
+    enclose (arguments, indices) are not names."""
+    names = []
+    for span in _SPAN.findall(text):
+        code = _STRING.sub("", span)
+        while _BRACKETS.search(code):
+            code = _BRACKETS.sub("", code)
+        code = code.strip().lstrip("@").removesuffix(".*").strip()
+        names += code.split() if _WORDS.fullmatch(code) else _CHAIN.findall(code)
+    return [name for name in names if name != "t"]
 
 
-@pytest.mark.parametrize("where,name", [(w, n) for w, names in MODEL_API.items() for n in names.split()])
-def test_model_api_exists(where, name):
-    import namedtensor.nn.functional  # noqa: F401 - makes nt.nn.functional reachable by attribute
-    import namedtensor.optim.lr_scheduler  # noqa: F401
+def parameters(namespaces) -> set:
+    """Parameter names of the classes and functions in namespaces (``Linear(in_dim, ...)`` names ``in_dim``)."""
+    found = set()
+    for ns in namespaces:
+        for name in getattr(ns, "__all__", ()):
+            obj = getattr(ns, name)
+            if callable(obj) and not isinstance(obj, ModuleType):
+                try:
+                    found |= set(inspect.signature(obj).parameters)
+                except (TypeError, ValueError):
+                    pass
+    return found
 
-    obj = eval(where, {"nt": nt})
-    assert hasattr(obj, name), f"{where}.{name} is missing"
+
+def public_on_nt(name: str) -> bool:
+    return name in nt.__all__ or (name in BUILTIN_NAMED and hasattr(nt, name))
 
 
-@pytest.mark.parametrize("name", "to_xarray to_pandas __dlpack__ __dlpack_device__ _repr_html_ plot __array__ "
-                                  "__array_ufunc__ __array_function__".split())
-def test_conversion_methods_exist(name):
-    assert callable(getattr(nt.Tensor, name, None)), f"Tensor.{name} is missing"
+def has_path(obj, path: str) -> bool:
+    for part in path.split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
+
+
+def exists(name: str, bare_in) -> bool:
+    """Whether a documented name exists: ``nt.X`` public on nt, ``t.X`` on Tensor, a bare name in bare_in
+    (or one of the prefixes above, which the docs introduce: ``namedtensor.distributed`` as ``dist``)."""
+    head, dot, rest = name.partition(".")
+    if not dot:
+        return (name in PREFIXES or public_on_nt(name) or any(hasattr(ns, name) for ns in bare_in)
+                or hasattr(nt.Tensor, f"__{name}__"))  # len iter repr: what len(t) and iter(t) call
+    if head == "nt":
+        return public_on_nt(rest.split(".")[0]) and has_path(nt, rest)
+    if head == "namedtensor":
+        try:
+            return isinstance(importlib.import_module(name), ModuleType)
+        except ImportError:
+            return False
+    return head not in PREFIXES or has_path(PREFIXES[head], rest)
+
+
+def documented_words(names) -> set:
+    """The words a documented name mentions, its prefix left out: ``nt.testing.gradcheck`` mentions
+    ``testing`` and ``gradcheck``; ``np.exp`` is NumPy's and mentions nothing."""
+    words = set()
+    for name in names:
+        head, dot, rest = name.partition(".")
+        if not dot:
+            words.add(name)
+        elif head in PREFIXES or head in ("nt", "namedtensor"):
+            words |= set(rest.split("."))
+    return words
+
+
+def test_documented_api_is_declared():
+    models = section(README, "## Models").split("```\n")[-1]  # the bullets after the example
+    cheat_sheet = table_column(section(CONVERTING, "## Cheat sheet", "## Worked example"), -1)
+    sources = {  # where: its names, where its bare names live, the arguments its prose names
+        "README's API table": (code_names(table_column(section(README, "## API overview"), 1)), TOP_LEVEL, set()),
+        "README's Models section": (code_names(models), MODELS, parameters(MODELS)),
+        # a bare word in the cheat sheet is a variable of its examples (``a * b``), not a name of the API
+        "docs/converting.md's cheat sheet": ([n for n in code_names(cheat_sheet) if "." in n], (), set()),
+    }
+    missing = {}
+    for where, (names, bare_in, arguments) in sources.items():
+        for name in names:
+            if not (exists(name, bare_in) or name in arguments):
+                missing.setdefault(where, []).append(name)
+    documented = documented_words(name for names, _, _ in sources.values() for name in names)
+    undocumented = {
+        "nt.__all__": [n for n in nt.__all__ if n not in documented],
+        "Tensor's methods": [n for n in dir(nt.Tensor) if not n.startswith("_") and n not in documented],
+    }
+    for ns in (nt.nn, F, nt.optim, nt.data):
+        undocumented[f"{ns.__name__}.__all__"] = [n for n in ns.__all__ if n not in documented]
+    report = [f"documented in {where} but missing: {' '.join(names)}" for where, names in missing.items()]
+    report += [f"in {what} but not documented: {' '.join(names)}" for what, names in undocumented.items() if names]
+    assert not report, "\n".join(report)
+
+
+def test_all_lists_existing_names_once():
+    assert [n for n in nt.__all__ if not hasattr(nt, n)] == []
+    assert sorted({n for n in nt.__all__ if nt.__all__.count(n) > 1}) == []
+
+
+def test_only_public_names_are_attributes():
+    # in a fresh interpreter: importing a submodule (other tests do) makes it an attribute of the package
+    script = "import json, types, namedtensor as nt; print(json.dumps({n: isinstance(getattr(nt, n), " \
+             "types.ModuleType) for n in dir(nt)}))"
+    found = json.loads(subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                                      check=True).stdout)
+    public = {n for n in found if not n.startswith("_")}
+    assert sorted(public - set(nt.__all__) - BUILTIN_NAMED - LAYERS) == [], "attributes that are not the API"
+    assert sorted((BUILTIN_NAMED | LAYERS) - public) == []
+    private = sorted(n for n, module in found.items() if n.startswith("_") and not n.startswith("__") and not module)
+    assert private == [], "private helpers left in namedtensor's namespace"
+    assert sorted(n for n in nt.__all__ if found[n]) == ["cuda", "data", "nn", "optim", "testing"]
+    assert isinstance(nt.tensor(1.0), nt.Tensor)  # nt.tensor is the factory, not the module namedtensor.tensor
+
+
+def test_import_star_leaves_builtins_alone():
+    assert sorted(set(nt.__all__) & set(dir(builtins))) == []
+    assert all(getattr(nt, n) is not getattr(builtins, n) for n in BUILTIN_NAMED)  # still there as nt.sum ...
+    scope = {}
+    exec("from namedtensor import *", scope)
+    assert sorted(set(scope) & set(dir(builtins)) - {"__builtins__"}) == []
+    assert eval("sum([1, 2]), max(1, 2), abs(-1), round(1.5), float(1), int('2'), bool(0)", scope) == (
+        3, 2, 1, 2, 1.0, 2, False)
+    assert scope["zeros"] is nt.zeros and scope["nn"] is nt.nn
+
+
+def test_helper_modules_still_import_by_name():
+    # not attributes of the package, but every import statement that names them works
+    import namedtensor.checking as checking
+    from namedtensor import display, interop, numpy_protocols, serialization
+    from namedtensor.tracing import trace_shapes
+
+    assert trace_shapes is nt.trace_shapes and serialization.save is nt.save and checking.Named is nt.Named
+    assert interop.from_xarray is nt.from_xarray and numpy_protocols.lift is nt.lift
+    assert nt.Tensor.plot is display.plot
 
 
 def test_readme_model_example_runs(tmp_path, monkeypatch):
     # the README's Models example, run as written (it saves a checkpoint in the working directory)
-    import pathlib
-
-    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
-    section = readme[readme.index("## Models"):]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    section_text = README[README.index("## Models"):]
+    code = section_text.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
     scope = {}
     exec(compile(code, "README.md (Models)", "exec"), scope)
@@ -92,11 +206,8 @@ def test_readme_model_example_runs(tmp_path, monkeypatch):
 
 
 def test_readme_interop_example_runs():
-    import pathlib
-
-    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
-    section = readme[readme.index("## Conversion and interop"):]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    section_text = README[README.index("## Conversion and interop"):]
+    code = section_text.split("```python\n", 1)[1].split("```", 1)[0]
     scope = {}
     exec(compile(code, "README.md (Conversion and interop)", "exec"), scope)
     assert scope["pool"](scope["x"]).names == ("batch", "embed")

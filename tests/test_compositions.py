@@ -1,8 +1,8 @@
 """Property tests of op compositions: random programs of 1-6 ops on 1-3 named float64 tensors.
 
 A program is drawn together with what it must do: every step carries a NumPy mirror of its values
-and the shape and names it must produce (tracked here with DESIGN.md §4's rules, independently of
-namedtensor/_names.py).  The properties:
+and the shape and names it must produce (tracked here with the rules of docs/design.md, "Name
+rules, family by family", independently of namedtensor/_names.py).  The properties:
 
 * values equal NumPy's at every step, names equal the expected names, and gradcheck of the whole
   program passes with gradients named like the inputs;
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import namedtensor as nt
 from namedtensor import _names
-from namedtensor.ops import elementwise
+from namedtensor.ops import _elision
 from namedtensor.testing import gradcheck, gradgradcheck
 
 pytestmark = pytest.mark.usefixtures("backend")
@@ -1807,12 +1807,12 @@ class _Elision:
         self.on = on
 
     def __enter__(self):
-        self.saved = elementwise._MIN
+        self.saved = _elision.MIN_SIZE
         if self.on:
-            elementwise._MIN = 1
+            _elision.MIN_SIZE = 1
 
     def __exit__(self, *exc):
-        elementwise._MIN = self.saved
+        _elision.MIN_SIZE = self.saved
 
 
 def _same_grads(got, expected, names, exact=True):

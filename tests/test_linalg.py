@@ -1,8 +1,9 @@
 """Contractions: matmul/@, nt.dot (by name), nt.einsum (over names), nt.outer.
 
-Values against NumPy (matmul, einsum), the name rules of DESIGN.md §4 ("contracts",
-"contracts by name"), gradients (gradcheck/gradgradcheck, named, with broadcast
-batch dims and 1-D operands) and the error messages.
+Values against NumPy (matmul, einsum), the name rules of docs/design.md, "Name rules,
+family by family" (contractions: matmul by position, dot/einsum/outer by name), gradients
+(gradcheck/gradgradcheck, named, with broadcast batch dims and 1-D operands) and the error
+messages.
 """
 
 import numpy as np

@@ -21,8 +21,15 @@ def same(real, fake):
 
 
 def run_both(fn_meta, fn_np, *args, **kwargs):
-    with np.errstate(all="ignore"):
-        real = fn_np(*args, **kwargs)
+    """The same shape and dtype as NumPy, or the same TypeError where NumPy has no loop for the dtypes
+    (e.g. ``negative`` or ``subtract`` of bools)."""
+    try:
+        with np.errstate(all="ignore"):
+            real = fn_np(*args, **kwargs)
+    except TypeError as e:
+        with pytest.raises(type(e)):
+            fn_meta(*(meta(a) for a in args), **kwargs)
+        return
     same(real, fn_meta(*(meta(a) for a in args), **kwargs))
 
 
@@ -47,20 +54,15 @@ def test_unary_and_binary_follow_numpy(data):
     dtype = data.draw(st.sampled_from(DTYPES))
     x = np.ones(shape, dtype)
     name = data.draw(st.sampled_from(UNARY))
-    if not (dtype == "bool" and name in ("negative", "sign", "floor", "ceil", "round", "sqrt", "log", "exp",
-                                         "log1p", "expm1", "sin", "cos", "tan", "tanh", "square", "abs")):
-        run_both(getattr(META, name), getattr(np, name), x)
+    run_both(getattr(META, name), getattr(np, name), x)
     other = np.ones(broadcastable(shape, data.draw), data.draw(st.sampled_from(DTYPES)))
     name = data.draw(st.sampled_from(BINARY))
     np_fn = getattr(np, {"pow": "power"}.get(name, name))
-    if "bool" in (x.dtype.name, other.dtype.name) and name in ("subtract", "divide", "floor_divide", "remainder",
-                                                              "pow", "logaddexp"):
-        return
     run_both(getattr(META, name), np_fn, x, other)
     run_both(getattr(META, name), np_fn, other, x)
     scalar = data.draw(st.sampled_from([2, 2.5, True]))
-    if x.dtype.name != "bool" and not isinstance(scalar, bool):
-        run_both(getattr(META, name), np_fn, x, scalar)
+    run_both(getattr(META, name), np_fn, x, scalar)
+    run_both(getattr(META, name), np_fn, scalar, x)
 
 
 @given(st.data())
@@ -72,8 +74,6 @@ def test_reductions_follow_numpy(data):
                               max_size=len(shape))) if shape else []
     axis = None if not axes else (axes[0] if name.startswith("arg") else tuple(axes))
     keepdims = data.draw(st.booleans())
-    if x.dtype == np.bool_ and name in ("std", "var", "mean"):
-        return
     run_both(getattr(META, name), getattr(np, name), x, axis=axis, keepdims=keepdims)
 
 
@@ -89,17 +89,13 @@ def test_indexing_follows_numpy(data):
             key.append(slice(data.draw(st.integers(-5, 5)), data.draw(st.integers(-5, 5)),
                              data.draw(st.sampled_from([1, 2, -1]))))
         elif kind == "array":
+            # any two of these shapes broadcast together, as NumPy needs of a key's index arrays
             key.append(np.zeros(data.draw(st.sampled_from([(2,), (1,), (2, 1)])), np.int64))
         else:
             key.append(None)
     if data.draw(st.booleans()):
         key.insert(data.draw(st.integers(0, len(key))), Ellipsis)
     x = np.zeros(shape)
-    arrays = [k.shape for k in key if isinstance(k, np.ndarray)]
-    try:
-        np.broadcast_shapes(*arrays)
-    except ValueError:
-        return
     try:
         real = x[tuple(key)]
     except IndexError:  # e.g. an int meant for another dim once the ellipsis moved it

@@ -129,7 +129,7 @@ def test_unify_examples():
 
 
 def test_unify_mismatch_message():
-    # DESIGN.md §5's example, fragment by fragment
+    # the example of docs/design.md, "Errors", fragment by fragment
     with raises([
         "add: dims ('batch', 'feat') and ('batch',) do not match at position -1 from the right: 'feat' vs 'batch'",
         "To broadcast by name use b.align_as(a)",
@@ -694,3 +694,54 @@ def test_masked_and_inplace():
         N.inplace(("a",), ("x", "a"), "add_")
     with raises(["add_: dims ('a',) and ('b',) do not match"]):
         N.inplace(("a",), ("b",), "add_")
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+def test_attention_is_its_dims_then_their_layout():
+    q, k, v = ("batch", "head", "seq", "d"), ("key", "batch", "d", "head"), ("head", "key", "value")
+    dims = N.attention_dims(q, k, v, "d", "key")
+    assert dims == (("batch", "head"), "seq", "value")
+    plan = N.attention(q, k, v, "d", "key")
+    assert plan == N.attention_layout(q, k, v, "d", "key", *dims)
+    assert plan == ((0, 1, 2, 3), (1, 3, 0, 2), (-1, 0, 1, 2),  # v lacks 'batch': a size-1 dim (-1)
+                    ("batch", "head", "seq", "value"), ("batch", "head", "seq", "key"))
+    assert N.attention(q, k, v, "d", "key") is plan  # cached: it is planned on every forward
+
+
+def test_attention_query_dim_and_error_order():
+    q, kv = ("batch", "head", "seq", "d"), ("batch", "key", "d")  # multi-query: k and v lack 'head'
+    assert N.attention_dims(q, kv, kv, "d", "key", "seq") == (("batch", "head"), "seq", "d")
+    with raises(["op: cannot infer the queries' sequence dim: q has 2 dims", "'head', 'seq'"]):
+        N.attention(q, kv, kv, "d", "key", None, "op")
+    # unnamed dims first, then the arguments' names, then where dim and key_dim are
+    with raises(["op: attention matches q, k and v by name, but dim 0 of v is unnamed"]):
+        N.attention(q, ("key",), (None,), "x", "1bad", None, "op")
+    with raises(["op: invalid dim name '1bad'"]):
+        N.attention(q, ("key",), ("key",), "x", "1bad", None, "op")
+    with raises(["op: dim='x' must be the feature dim that q and k share"]):
+        N.attention(q, ("key",), ("key",), "x", "key", "nope", "op")
+
+
+@given(st.data())
+def test_attention_sources_take_each_operand_to_its_working_layout(data):
+    batch = tuple(data.draw(st.permutations(("a", "b", "c")))[:data.draw(st.integers(0, 3))])
+    k_batch = tuple(n for n in batch if data.draw(st.booleans()))
+    v_batch = tuple(n for n in batch if data.draw(st.booleans()))
+    q = tuple(data.draw(st.permutations(batch + ("seq", "d"))))
+    k = tuple(data.draw(st.permutations(k_batch + ("key", "d"))))
+    v = tuple(data.draw(st.permutations(v_batch + ("key", "e"))))
+    inferable = k_batch == batch  # else q has dims besides 'seq' that k lacks: query_dim= says which
+    query_dim = data.draw(st.sampled_from((None, "seq"))) if inferable else "seq"
+    q_src, k_src, v_src, out, weights = N.attention(q, k, v, "d", "key", query_dim)
+    q_batch = tuple(n for n in q if n in batch)
+
+    def layout(names, src):
+        return tuple(names[s] if s >= 0 else None for s in src)
+
+    assert layout(q, q_src) == q_batch + ("seq", "d")
+    assert layout(k, k_src) == tuple(n if n in k else None for n in q_batch) + ("key", "d")
+    assert layout(v, v_src) == tuple(n if n in v else None for n in q_batch) + ("key", "e")
+    assert out == tuple("e" if n == "d" else n for n in q)
+    assert weights == q_batch + ("seq", "key")

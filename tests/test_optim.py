@@ -11,7 +11,7 @@ import pytest
 
 import namedtensor as nt
 from namedtensor import optim
-from namedtensor.optim import optimizer as optimizer_module
+from namedtensor.backends import update_math
 from namedtensor.testing import assert_close
 
 pytestmark = pytest.mark.usefixtures("backend")
@@ -147,7 +147,7 @@ def test_chunked_update_equals_whole_update(make_opt, monkeypatch):
     grads = grads_for((5, 7), 3)
     results = []
     for chunk in (10**9, 8):
-        monkeypatch.setattr(optimizer_module, "CHUNK", chunk)
+        monkeypatch.setattr(update_math, "CHUNK", chunk)
         p = nt.tensor(a, names=("r", "c"), requires_grad=True)
         run(make_opt([p]), [p], [grads])
         results.append(p.detach().numpy().copy())
@@ -157,7 +157,7 @@ def test_chunked_update_equals_whole_update(make_opt, monkeypatch):
 @pytest.mark.parametrize("kind", ["SGD", "AdamW"])
 def test_update_writes_into_the_parameters_buffer(kind, monkeypatch):
     # a leaf that is a non-contiguous view of another tensor: the update lands in the shared memory
-    monkeypatch.setattr(optimizer_module, "CHUNK", 4)
+    monkeypatch.setattr(update_math, "CHUNK", 4)
     base = nt.tensor(np.arange(12.0).reshape(3, 4), names=("a", "b"))
     p = base.transpose("a", "b").detach().requires_grad_()
     assert p.names == ("b", "a")

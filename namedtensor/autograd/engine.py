@@ -17,6 +17,11 @@ not at the end of the pass: data-parallel training starts all-reducing a gradien
 of the backward goes on.  Knowing "last" takes a walk over the graph that counts each leaf's uses;
 it is done only while some tensor has a post-accumulate hook, otherwise leaves finish at the end.
 ``queue_callback(fn)`` runs ``fn()`` when the current backward pass ends.
+
+One pass is a :class:`_Backward`: it seeds the graph with the roots' gradients, runs the nodes,
+finishes the leaves and collects what ``nt.grad`` asked for, one method per step.  The engine sits
+above the ops and calls them by their functions (``add``, ``to``...); ``backward`` and
+``register_post_accumulate_grad_hook`` are installed on ``Tensor`` from :data:`METHODS`.
 """
 
 from __future__ import annotations
@@ -26,9 +31,14 @@ import sys
 import weakref
 from typing import Callable, Optional, Sequence
 
-from .._names import NamesError, fmt
-from . import graph
-from .graph import _GradMode
+from .._names import fmt, grad_names_error
+from ..ops.dtype import to
+from ..ops.elementwise import add
+from ..ops.inplace import zero_
+from ..ops.naming import rename
+from ..tensor import Tensor
+from .graph import freed_error
+from .mode import _GradMode
 
 
 _getrefcount = getattr(sys, "getrefcount", None)
@@ -63,7 +73,7 @@ def _own(g, taken: set):
     if (id(g._data) in taken or _EXCLUSIVE is None or not g._B.owns_writable(g._data)
             or _refs(g) != _EXCLUSIVE):
         # a raw copy, not the clone op: buffer bookkeeping is no op of the user's (nor a row of a trace)
-        g = graph.Tensor._make(g._B.asarray(g._data, copy=True), g._names, g._B)
+        g = Tensor._make(g._B.asarray(g._data, copy=True), g._names, g._B)
     taken.add(id(g._data))
     return g
 
@@ -76,51 +86,42 @@ def _as_seq(x):
     return [x]
 
 
-def _root_grads(roots, grad_outputs):
-    T = graph.Tensor
-    grads = []
+def _root_grads(roots, grad_outputs) -> list:
+    """The gradient each root starts from: the one given (checked against the root), or 1 for a scalar."""
     if grad_outputs is None:
         grad_outputs = [None] * len(roots)
     if len(grad_outputs) != len(roots):
         raise ValueError(f"backward: got {len(grad_outputs)} gradients for {len(roots)} outputs.")
-    for r, g in zip(roots, grad_outputs):
-        if not isinstance(r, T):
-            raise TypeError(f"backward: expected tensors, got {type(r).__name__}.")
-        if not r._rg:
+    return [_root_grad(r, g) for r, g in zip(roots, grad_outputs)]
+
+
+def _root_grad(r, g):
+    if not isinstance(r, Tensor):
+        raise TypeError(f"backward: expected tensors, got {type(r).__name__}.")
+    if not r._rg:
+        raise RuntimeError(
+            "backward: the tensor does not require grad and has no graph: did an input have "
+            "requires_grad=True, and was the computation outside no_grad()?"
+        )
+    if g is None:
+        if r._data.size != 1 or r.ndim != 0:
             raise RuntimeError(
-                "backward: the tensor does not require grad and has no graph: did an input have "
-                "requires_grad=True, and was the computation outside no_grad()?"
+                f"backward: a gradient can only be created implicitly for a scalar (0-dim) output; "
+                f"this one has names {fmt(r._names)} and shape {tuple(r.shape)}. Reduce it (e.g. .sum()) "
+                "or pass gradient=."
             )
-        if g is None:
-            if r._data.size != 1 or r.ndim != 0:
-                raise RuntimeError(
-                    f"backward: a gradient can only be created implicitly for a scalar (0-dim) output; "
-                    f"this one has names {fmt(r._names)} and shape {tuple(r.shape)}. Reduce it (e.g. .sum()) "
-                    "or pass gradient=."
-                )
-            g = r._B.ones((), dtype=r._data.dtype)
-            g = T._make(g, (), r._B)
-        else:
-            if not isinstance(g, T):
-                g = T._make(r._B.asarray(g, dtype=r._B.dtype_of(r._data)), r._names, r._B)
-            if tuple(g.shape) != tuple(r.shape):
-                raise ValueError(
-                    f"backward: the gradient has shape {tuple(g.shape)} but the output has shape {tuple(r.shape)}."
-                )
-            if not g.is_named and r.ndim:
-                g = g.rename(*r._names)
-            if g._names != r._names:
-                raise grad_names_error("backward", "output", r._names, g._names)
-        grads.append(g)
-    return grads
-
-
-def grad_names_error(op: str, what: str, names, g_names) -> NamesError:
-    """A gradient whose names are not its tensor's (``what``: how the message calls the tensor)."""
-    return NamesError(
-        f"{op}: the gradient's names {fmt(g_names)} differ from the {what}'s names {fmt(names)}; "
-        "a gradient has exactly the names of its tensor (rename or align_as it first)."
-    )
+        return Tensor._make(r._B.ones((), dtype=r._data.dtype), (), r._B)
+    if not isinstance(g, Tensor):
+        g = Tensor._make(r._B.asarray(g, dtype=r._B.dtype_of(r._data)), r._names, r._B)
+    if tuple(g.shape) != tuple(r.shape):
+        raise ValueError(
+            f"backward: the gradient has shape {tuple(g.shape)} but the output has shape {tuple(r.shape)}."
+        )
+    if not g.is_named and r.ndim:
+        g = rename(g, *r._names)
+    if g._names != r._names:
+        raise grad_names_error("backward", "output", r._names, g._names)
+    return g
 
 
 def _run_hooks(hooks, g):
@@ -129,7 +130,7 @@ def _run_hooks(hooks, g):
         res = hook(g)
         if res is None:
             continue
-        if not isinstance(res, graph.Tensor):
+        if not isinstance(res, Tensor):
             raise TypeError(f"hook: a gradient hook must return a Tensor or None, got {type(res).__name__}.")
         if res._data.shape != g._data.shape:
             raise ValueError(
@@ -158,26 +159,6 @@ def queue_callback(fn: Callable[[], None]) -> None:
     _callbacks[-1].append(fn)
 
 
-def add_post_accumulate_grad_hook(leaf, hook: Callable) -> Callable[[], None]:
-    """Attach ``hook`` to ``leaf`` (see ``Tensor.register_post_accumulate_grad_hook``); returns its remover."""
-    try:
-        hooks = leaf._post_hooks
-    except AttributeError:
-        hooks = leaf._post_hooks = []
-    hooks.append(hook)
-    key = id(leaf)
-    if key not in _post_hooked:
-        _post_hooked[key] = weakref.ref(leaf, lambda _, key=key: _post_hooked.pop(key, None))
-
-    def remove() -> None:
-        if hook in hooks:
-            hooks.remove(hook)
-        if not hooks:
-            _post_hooked.pop(key, None)
-
-    return remove
-
-
 def accumulate_grads(tensors: Sequence, grads: Sequence) -> None:
     """``backward(inputs=...)``'s last step: add each gradient (None: none) to its tensor's ``.grad``,
     then run the leaves' post-accumulate hooks, as a pass of its own (callbacks they queue run last)."""
@@ -185,7 +166,7 @@ def accumulate_grads(tensors: Sequence, grads: Sequence) -> None:
     try:
         for t, g in zip(tensors, grads):
             if g is not None:
-                t.grad = g if t.grad is None else t.grad + g
+                t.grad = g if t.grad is None else add(t.grad, g)
                 if t._node is None:
                     for hook in getattr(t, "_post_hooks", ()):
                         hook(t)
@@ -229,7 +210,171 @@ def _accumulate(store: dict, key, owner, g):
     if prev is None:
         store[key] = [owner, g]
     else:
-        prev[1] = prev[1] + g
+        prev[1] = add(prev[1], g)
+
+
+def _captures(inputs) -> tuple:
+    """Where ``nt.grad`` takes the gradient of each of ``inputs``: ``id(leaf) -> positions`` and
+    ``(id(node), output index) -> positions``."""
+    leaves = {}
+    nodes = {}
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad: inputs must be tensors, got {type(t).__name__}.")
+        if not t._rg:
+            raise RuntimeError(f"grad: input {i} (names {fmt(t._names)}) does not require grad.")
+        if t._node is None:
+            leaves.setdefault(id(t), []).append(i)
+        else:
+            nodes.setdefault((id(t._node), t._idx), []).append(i)
+    return leaves, nodes
+
+
+class _Backward:
+    """One backward pass: its state, and a method per step (seed, run a node, finish a leaf, results).
+
+    Without ``inputs`` the leaves' gradients accumulate into ``.grad``; with ``inputs`` (``nt.grad``)
+    they are captured, one per input, and ``.grad`` is left alone.
+    """
+
+    __slots__ = ("retain_graph", "create_graph", "inputs", "capture_leaf", "capture_node", "captured",
+                 "pending", "heap", "counter", "leaves", "taken", "uses", "feeds")
+
+    def __init__(self, grads: list, retain_graph: bool, create_graph: bool, inputs: Optional[list]) -> None:
+        self.retain_graph = retain_graph
+        self.create_graph = create_graph
+        self.inputs = inputs
+        if inputs is None:
+            self.capture_leaf = self.capture_node = {}
+            self.captured = []
+        else:
+            self.capture_leaf, self.capture_node = _captures(inputs)
+            self.captured = [None] * len(inputs)
+        self.pending = {}  # id(node) -> [node, list of per-output grads]
+        self.heap = []
+        self.counter = 0
+        self.leaves = {}  # id(leaf) -> [leaf, its gradient so far]
+        self.taken = {id(g._data) for g in grads}  # the caller's buffers stay the caller's
+        # id(leaf) -> uses not yet run (a leaf whose count drops to 0 is finished at once), and
+        # id(node) -> the leaves it feeds; counted only for post-accumulate hooks
+        self.uses = self.feeds = None
+
+    def count_leaf_uses(self, roots) -> None:
+        self.uses, self.feeds = _leaf_uses(roots)
+
+    def seed(self, roots, grads) -> None:
+        """Hand each root's gradient to the node that made it (or, for a leaf, to the leaf)."""
+        for r, g in zip(roots, grads):
+            if r._node is None:
+                _accumulate(self.leaves, id(r), r, g)
+            else:
+                self.send((r._node, r._idx), g)
+        if self.uses is not None:
+            for key in [k for k in self.leaves if k not in self.uses]:  # a root leaf that nothing else feeds
+                self.finish(*self.leaves.pop(key))
+
+    def send(self, edge, g) -> None:
+        """Add ``g`` to what ``edge`` (a ``(node, output index)`` or a leaf) has received."""
+        if edge.__class__ is tuple:
+            node, idx = edge
+            pending = self.pending
+            entry = pending.get(id(node))
+            if entry is None:
+                entry = pending[id(node)] = [node, [None] * (len(node.out_meta) if node.out_meta else 1)]
+                heapq.heappush(self.heap, (-node.rank, self.counter, id(node)))
+                self.counter += 1
+            slot = entry[1]
+            slot[idx] = g if slot[idx] is None else add(slot[idx], g)
+        else:
+            _accumulate(self.leaves, id(edge), edge, g)
+
+    def run(self) -> None:
+        """Run the nodes, deepest last; then finish the leaves that are left: every leaf when no
+        uses were counted, else those fed by a node that got no gradient."""
+        heap = self.heap
+        run_node = self.run_node
+        while heap:
+            run_node(heapq.heappop(heap)[2])
+        for leaf, g in self.leaves.values():
+            self.finish(leaf, g)
+
+    def run_node(self, key: int) -> None:
+        """Run the backward of the node ``key``, whose output gradients have all arrived."""
+        node, out_grads = self.pending.pop(key)
+        if node.freed:
+            raise freed_error(node)
+        # only a node with several outputs can miss a gradient
+        if node.out_meta is not None or node.hooks or self.capture_node:
+            self.complete(node, out_grads)
+        in_grads = node.op.backward(node, *out_grads)
+        if not self.retain_graph:
+            node.saved = None
+            node.stash = None
+            node.freed = True
+        send = self.send
+        for edge, g, dt in zip(node.edges, in_grads, node.in_dtypes):
+            if edge is not None and g is not None:
+                if g._data.dtype != dt:
+                    # an input narrower than the op's result (float32 * float64) gets its gradient
+                    # in its own dtype, as in PyTorch
+                    g = to(g, node.B._from_native[dt])
+                send(edge, g)
+        if self.feeds is not None and key in self.feeds:
+            out_grads = in_grads = g = None  # a finished leaf's .grad may then take its buffer
+            self.count_down(self.feeds[key])
+
+    def complete(self, node, out_grads: list) -> None:
+        """A node's output gradients as its backward takes them: zeros for an output that got none,
+        then the outputs' hooks; ``nt.grad`` captures those it asked for."""
+        for k, g in enumerate(out_grads):
+            if g is None:
+                shape, names, dtype = node.out_meta[k]
+                out_grads[k] = Tensor._make(node.B.zeros(shape, dtype=dtype), names, node.B)
+            if node.hooks and k in node.hooks:
+                out_grads[k] = _run_hooks(node.hooks[k], out_grads[k])
+            if self.capture_node:
+                for slot in self.capture_node.get((id(node), k), ()):
+                    self.captured[slot] = out_grads[k]
+
+    def count_down(self, fed) -> None:
+        """One use of each leaf in ``fed`` has run; finish those with none left."""
+        uses = self.uses
+        for leaf in fed:
+            left = uses[leaf] - 1
+            uses[leaf] = left
+            if left == 0 and leaf in self.leaves:
+                self.finish(*self.leaves.pop(leaf))
+
+    def finish(self, leaf, g) -> None:
+        """``leaf``'s gradient is complete: run its hooks, then capture it (``nt.grad``) or add it to
+        ``.grad`` and run the post-accumulate hooks."""
+        hooks = getattr(leaf, "_hooks", None)
+        if hooks:
+            g = _run_hooks(hooks, g)
+        if self.inputs is not None:
+            for slot in self.capture_leaf.get(id(leaf), ()):
+                self.captured[slot] = g
+            return
+        if not self.create_graph:
+            if leaf.grad is None:
+                g = _own(g, self.taken)
+            g = g.detach()
+        leaf.grad = g if leaf.grad is None else add(leaf.grad, g)
+        for hook in getattr(leaf, "_post_hooks", ()):
+            hook(leaf)
+
+    def results(self, allow_unused: bool) -> tuple:
+        """The captured gradient of each input (``nt.grad``), out of the graph unless ``create_graph``."""
+        captured = self.captured
+        for i, g in enumerate(captured):
+            if g is None and not allow_unused:
+                raise RuntimeError(
+                    f"grad: input {i} was not used to compute the outputs; pass allow_unused=True "
+                    "to get None for it."
+                )
+            if g is not None and not self.create_graph:
+                captured[i] = g.detach()
+        return tuple(captured)
 
 
 def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
@@ -239,139 +384,23 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
     Without ``inputs`` the leaves' gradients accumulate into ``.grad`` and None is returned;
     with ``inputs`` their gradients are returned (one per input) and ``.grad`` is left alone.
     """
-    T = graph.Tensor
     roots = _as_seq(roots)
-    grad_outputs = _as_seq(grad_outputs)
     if retain_graph is None:
         retain_graph = create_graph
-    grads = _root_grads(roots, grad_outputs)
-
-    capture_leaf = {}
-    capture_node = {}
-    if inputs is not None:
-        for i, t in enumerate(inputs):
-            if not isinstance(t, T):
-                raise TypeError(f"grad: inputs must be tensors, got {type(t).__name__}.")
-            if not t._rg:
-                raise RuntimeError(f"grad: input {i} (names {fmt(t._names)}) does not require grad.")
-            if t._node is None:
-                capture_leaf.setdefault(id(t), []).append(i)
-            else:
-                capture_node.setdefault((id(t._node), t._idx), []).append(i)
-    captured = [None] * (len(inputs) if inputs is not None else 0)
-
-    pending = {}  # id(node) -> [node, list of per-output grads]
-    heap = []
-    leaves = {}  # id(leaf) -> [leaf, its gradient so far]
-    counter = 0
-    taken = {id(g._data) for g in grads}  # the caller's buffers stay the caller's
-    # id(leaf) -> uses not yet run; a leaf whose count drops to 0 is finished at once
-    uses, feeds = _leaf_uses(roots) if _post_hooked and inputs is None else (None, None)
-
-    def send(edge, g):
-        nonlocal counter
-        if edge.__class__ is tuple:
-            node, idx = edge
-            entry = pending.get(id(node))
-            if entry is None:
-                entry = [node, [None] * (len(node.out_meta) if node.out_meta else 1)]
-                pending[id(node)] = entry
-                heapq.heappush(heap, (-node.rank, counter, id(node)))
-                counter += 1
-            slot = entry[1]
-            slot[idx] = g if slot[idx] is None else slot[idx] + g
-        else:
-            _accumulate(leaves, id(edge), edge, g)
-
-    def finish(leaf, g):
-        hooks = getattr(leaf, "_hooks", None)
-        if hooks:
-            g = _run_hooks(hooks, g)
-        slots = capture_leaf.get(id(leaf))
-        if slots:
-            for slot in slots:
-                captured[slot] = g
-            return
-        if inputs is not None:
-            return
-        if not create_graph:
-            if leaf.grad is None:
-                g = _own(g, taken)
-            g = g.detach()
-        leaf.grad = g if leaf.grad is None else leaf.grad + g
-        post = getattr(leaf, "_post_hooks", None)
-        if post:
-            for hook in post:
-                hook(leaf)
-
+    grads = _root_grads(roots, _as_seq(grad_outputs))
+    pass_ = _Backward(grads, retain_graph, create_graph, inputs)
+    if _post_hooked and inputs is None:
+        pass_.count_leaf_uses(roots)
     _callbacks.append([])
     try:
         with _GradMode(create_graph):
-            for r, g in zip(roots, grads):
-                if r._node is None:
-                    _accumulate(leaves, id(r), r, g)
-                else:
-                    send((r._node, r._idx), g)
-            if uses is not None:
-                for key in [k for k in leaves if k not in uses]:  # a root leaf that nothing else feeds
-                    finish(*leaves.pop(key))
-
-            while heap:
-                _, _, key = heapq.heappop(heap)
-                node, out_grads = pending.pop(key)
-                if node.freed:
-                    raise RuntimeError(
-                        f"{node.op.name}: trying to backward through the graph a second time (its saved tensors "
-                        "were freed after the first backward). Pass retain_graph=True to the first backward "
-                        "if you need to backward twice."
-                    )
-                for k, g in enumerate(out_grads):
-                    if g is None:
-                        shape, names, dtype = node.out_meta[k]
-                        out_grads[k] = T._make(node.B.zeros(shape, dtype=dtype), names, node.B)
-                    if node.hooks and k in node.hooks:
-                        out_grads[k] = _run_hooks(node.hooks[k], out_grads[k])
-                    if capture_node:
-                        for slot in capture_node.get((id(node), k), ()):
-                            captured[slot] = out_grads[k]
-                in_grads = node.op.backward(node, *out_grads)
-                if not retain_graph:
-                    node.saved = None
-                    node.stash = None
-                    node.freed = True
-                for edge, g, dt in zip(node.edges, in_grads, node.in_dtypes):
-                    if edge is not None and g is not None:
-                        if g._data.dtype != dt:
-                            # an input narrower than the op's result (float32 * float64) gets its gradient
-                            # in its own dtype, as in PyTorch
-                            g = g.to(node.B._from_native[dt])
-                        send(edge, g)
-                if feeds is not None and key in feeds:
-                    out_grads = in_grads = g = None  # a finished leaf's .grad may then take its buffer
-                    for leaf in feeds[key]:
-                        left = uses[leaf] - 1
-                        uses[leaf] = left
-                        if left == 0 and leaf in leaves:
-                            finish(*leaves.pop(leaf))
-
-            # what is left: every leaf when no count was kept, else those fed by a node that got no gradient
-            for leaf, g in leaves.values():
-                finish(leaf, g)
+            pass_.seed(roots, grads)
+            pass_.run()
         for fn in _callbacks[-1]:
             fn()
     finally:
         _callbacks.pop()
-    if inputs is not None:
-        for i, g in enumerate(captured):
-            if g is None and not allow_unused:
-                raise RuntimeError(
-                    f"grad: input {i} was not used to compute the outputs; pass allow_unused=True "
-                    "to get None for it."
-                )
-            if g is not None and not create_graph:
-                captured[i] = g.detach()
-        return tuple(captured)
-    return None
+    return None if inputs is None else pass_.results(allow_unused)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
@@ -399,7 +428,50 @@ def zero_grads(tensors, set_to_none: bool = True) -> None:
             t.grad = None
         elif g._rg:
             B = g._B
-            t.grad = graph.Tensor._make(B.zeros_like(g._data), g._names, B)
+            t.grad = Tensor._make(B.zeros_like(g._data), g._names, B)
         else:
             with _GradMode(False):
-                g.zero_()
+                zero_(g)
+
+
+# ----------------------------------------------------------------------------- Tensor methods
+
+
+def backward(self: Tensor, gradient=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
+             inputs=None) -> None:
+    """Accumulate the gradient of this tensor into ``.grad`` of the leaves it depends on."""
+    if inputs is not None:
+        ins = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        grads = run_backward(self, gradient, retain_graph, create_graph, inputs=ins, allow_unused=True)
+        accumulate_grads(ins, grads)
+        return
+    run_backward(self, gradient, retain_graph, create_graph)
+
+
+def register_post_accumulate_grad_hook(self: Tensor, hook: Callable[["Tensor"], None]) -> Callable[[], None]:
+    """Call ``hook(tensor)`` on a leaf right after backward updated its ``.grad``: as soon as every
+    contribution to it is in, while the rest of the backward goes on (as PyTorch's).
+
+    Returns a function that removes the hook.
+    """
+    if self._node is not None or not self._rg:
+        raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors that require grad have one.")
+    try:
+        hooks = self._post_hooks
+    except AttributeError:
+        hooks = self._post_hooks = []
+    hooks.append(hook)
+    key = id(self)
+    if key not in _post_hooked:
+        _post_hooked[key] = weakref.ref(self, lambda _, key=key: _post_hooked.pop(key, None))
+
+    def remove() -> None:
+        if hook in hooks:
+            hooks.remove(hook)
+        if not hooks:
+            _post_hooked.pop(key, None)
+
+    return remove
+
+
+METHODS = {"backward": backward, "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook}

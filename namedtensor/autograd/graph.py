@@ -16,85 +16,21 @@ records a :class:`Node` holding exactly what the op declared it needs
 (``saves``: input positions, ``saves_output``).  Saved tensors carry the version
 they had when saved; an in-place edit before backward is caught.  A node
 references its inputs' nodes, never its outputs, so dropping the outputs frees
-the graph (no reference cycles).
+the graph (no reference cycles).  Grad mode, the shape tracer's slot and the
+version counters are in :mod:`.mode` (re-exported here).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Tuple
 
 from .._names import fmt
+from ..tensor import Tensor
+from . import mode
+from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled, version_counter
 
-_grad_enabled = True
-
-
-def is_grad_enabled() -> bool:
-    """Whether ops record the graph now (off inside ``no_grad``)."""
-    return _grad_enabled
-
-
-class _GradMode:
-    __slots__ = ("_mode", "_prev")
-
-    def __init__(self, mode: bool) -> None:
-        self._mode = mode
-
-    def __enter__(self):
-        global _grad_enabled
-        self._prev = _grad_enabled
-        _grad_enabled = self._mode
-        return self
-
-    def __exit__(self, *exc) -> None:
-        global _grad_enabled
-        _grad_enabled = self._prev
-
-    def __call__(self, fn):
-        mode = self._mode
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with _GradMode(mode):
-                return fn(*args, **kwargs)
-
-        return wrapper
-
-
-def no_grad() -> _GradMode:
-    """Context manager (or decorator) in which no graph is recorded."""
-    return _GradMode(False)
-
-
-def enable_grad() -> _GradMode:
-    """Context manager (or decorator) that records the graph again, e.g. inside ``no_grad``."""
-    return _GradMode(True)
-
-
-class _SetGradEnabled(_GradMode):
-    """Sets the mode at once (``nt.set_grad_enabled(False)`` as a plain call works, as in PyTorch);
-    as a context manager it restores the previous mode on exit."""
-
-    __slots__ = ()
-
-    def __init__(self, mode: bool) -> None:
-        global _grad_enabled
-        self._mode = mode
-        self._prev = _grad_enabled
-        _grad_enabled = mode
-
-    def __enter__(self):
-        return self
-
-    def __call__(self, fn):
-        global _grad_enabled
-        _grad_enabled = self._prev  # as a decorator it must not change the mode where it is applied
-        return super().__call__(fn)
-
-
-def set_grad_enabled(mode: bool) -> _GradMode:
-    """Turn graph recording on or off: as a call, a context manager or a decorator."""
-    return _SetGradEnabled(bool(mode))
+__all__ = ["Node", "Op", "apply", "record", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled",
+           "version_counter"]
 
 
 class Op:
@@ -136,11 +72,7 @@ class Node:
         """The saved inputs/outputs, checked against in-place edits since they were saved."""
         saved = self.saved
         if saved is None:
-            raise RuntimeError(
-                f"{self.op.name}: trying to backward through the graph a second time (its saved tensors "
-                "were freed after the first backward). Pass retain_graph=True to the first backward "
-                "if you need to backward twice."
-            )
+            raise freed_error(self)
         out = []
         for item, version in zip(saved, self.versions):
             if version is None:
@@ -163,6 +95,15 @@ class Node:
         return tuple(out)
 
 
+def freed_error(node: Node) -> RuntimeError:
+    """A backward reached ``node`` after an earlier one freed what it saved (no ``retain_graph``)."""
+    return RuntimeError(
+        f"{node.op.name}: trying to backward through the graph a second time (its saved tensors "
+        "were freed after the first backward). Pass retain_graph=True to the first backward "
+        "if you need to backward twice."
+    )
+
+
 class _SavedOutput:
     """An output saved for backward, stored without the tensor itself (that would be a cycle)."""
 
@@ -183,9 +124,6 @@ class _SavedOutput:
         return t
 
 
-Tensor: Any = None  # set by namedtensor.tensor (the class needs this module first)
-
-
 def _device_error(op: str, a, b) -> ValueError:
     return ValueError(
         f"{op}: operands are on different devices or backends: {a.device} ({a._B.name}) and "
@@ -201,19 +139,6 @@ def _common_backend(op: str, a, b):
     if b._B.device == "meta":
         return b._B
     raise _device_error(op, a, b)
-
-
-#: ``fn(op, inputs, outputs, params)`` called after every op while a shape dry run records (see tracing.py)
-_tracer = None
-
-
-def version_counter(t) -> list:
-    """The tensor's version counter (shared by its views), made on first use."""
-    try:
-        return t._vc
-    except AttributeError:
-        vc = t._vc = [0]
-        return vc
 
 
 _new = object.__new__
@@ -266,16 +191,16 @@ def apply(op, inputs: tuple, names, **params) -> Any:
         result._rg = False
         if op.view:
             result._vc = version_counter(first)
-        if needs_grad and _grad_enabled and op.differentiable:
+        if needs_grad and mode._grad_enabled and op.differentiable:
             record(op, inputs, (result,), params, stash, B)
-        if _tracer is not None:
-            _tracer(op, inputs, (result,), params)
+        if mode._tracer is not None:
+            mode._tracer(op, inputs, (result,), params)
         return result
     results = tuple(T._make(o, o_names, B) for o, o_names in zip(out, names))
-    if needs_grad and _grad_enabled and op.differentiable:
+    if needs_grad and mode._grad_enabled and op.differentiable:
         record(op, inputs, results, params, stash, B)
-    if _tracer is not None:
-        _tracer(op, inputs, results, params)
+    if mode._tracer is not None:
+        mode._tracer(op, inputs, results, params)
     return results
 
 

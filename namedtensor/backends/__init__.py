@@ -51,6 +51,11 @@ def cpu() -> Backend:
     return _cpu
 
 
+def host() -> Backend:
+    """The NumPy backend, whichever backend CPU tensors use (MPI's host buffers are NumPy arrays)."""
+    return _make("numpy")
+
+
 def use_cpu_backend(name: str) -> Backend:
     """Make ``name`` (``"numpy"`` or ``"array_api_strict"``) the backend of new CPU tensors."""
     global _cpu
@@ -94,13 +99,17 @@ _devices: dict = {}
 _registered: set = set()
 #: the index that ``"cuda"`` means (``nt.cuda.set_device``)
 _current = 0
-#: how many times tensors changed device in place (``Module.to``): optimizers move their state when it changes
-moves = 0
 
 
 def current_index() -> int:
     """The index of the CUDA device that ``"cuda"`` means."""
     return _current
+
+
+def set_current_index(index: int) -> None:
+    """Make ``"cuda"`` mean CUDA device ``index`` (``nt.cuda.set_device``, which checks it first)."""
+    global _current
+    _current = index
 
 
 def _cuda(device: str) -> Backend:

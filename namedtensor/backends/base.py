@@ -1,12 +1,14 @@
 """The backend interface: an array namespace plus what the namespace lacks.
 
-Ops never import an array library; they call the backend of their operands
-(``t._B``).  A backend exposes the Array-API functions of its namespace as
-attributes (``B.exp``, ``B.sum``...), bound directly so a call costs nothing
-extra, and adds the pieces the standard does not have (``erf``, ``einsum``,
-``scatter_add``, ``pad``, random numbers...).  The NumPy backend ships; the
-array-api-strict backend exists to keep NumPy-only calls out of the ops; the
-CuPy backend comes with the GPU work.
+Ops never import an array library; they call the backend of their operands (``B``).  A backend
+exposes the Array-API functions of its namespace as attributes (``B.exp``, ``B.sum``...), bound
+directly so a call costs nothing extra, and adds the pieces the standard does not have (``erf``,
+``einsum``, ``scatter_add``, ``pad``, random numbers...).  It also has the fused kernels' hooks
+(softmax, cross-entropy, LayerNorm/RMSNorm rows, GELU, AdamW, attention): the plain computation
+here, CPU kernels for GELU and the norms in the NumPy backend, CUDA kernels in the CuPy backend.
+The backends: NumPy (the CPU, and the reference for the others), array-api-strict (to keep
+NumPy-only calls out of the ops), CuPy (one per GPU) and meta (shapes and dtypes only, for dry
+runs).  docs/design.md, "Backends and devices", has the whole picture.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import math
 
 from .. import _dtypes
+from .update_math import adam_chunk, adam_coefficients, chunks, out_ops
 
 _SQRT_2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -218,9 +221,6 @@ class Backend:
         Computed parameter by parameter in cache-sized chunks (the optimizers' helper), as
         ``p -= c * m / (sqrt(v) + eps sqrt(1 - beta2^step))`` with ``c = lr sqrt(1 - beta2^step) /
         (1 - beta1^step)``: the same values up to rounding, in fewer passes."""
-        from ..optim.adam import adam_chunk, adam_coefficients  # imported here: the optimizers import the backends
-        from ..optim.optimizer import chunks, out_ops
-
         F = out_ops(self)
         eps, step_size, decay, l2 = adam_coefficients(lr, beta1, beta2, eps, weight_decay, step, decoupled)
         for p, grad, exp_avg, exp_avg_sq in zip(params, grads, exp_avgs, exp_avg_sqs):

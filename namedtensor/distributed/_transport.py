@@ -25,7 +25,7 @@ class MpiTransport:
     def __init__(self, comm: Any, MPI: Any) -> None:
         self.comm = comm
         self.MPI = MPI
-        self._host = backends._make("numpy")
+        self._host = backends.host()
 
     # buffers --------------------------------------------------------------------------
     def stage(self, B, x) -> Tuple[Any, bool]:

@@ -25,9 +25,10 @@ from __future__ import annotations
 from typing import Any, Callable, Hashable, Optional
 
 from .. import _names
+from .._internal import backend_of, bump_version, check_inplace, raw, wrap
 from .._names import NamesError, fmt
 from ..tensor import Tensor
-from .group import ProcessGroup, _require
+from .group import ProcessGroup, require_group
 
 OPS = ("sum", "mean", "max", "min", "prod")
 
@@ -86,7 +87,7 @@ def _check_op(reduce: str, t: Tensor, op: str) -> None:
 
 def _agree(group: ProcessGroup, what: str, t: Tensor, **args: Hashable) -> None:
     """Raise the same error on every rank unless all ranks passed alike tensors and arguments."""
-    mine = (t._names, tuple(t.shape), t.dtype.name, tuple(sorted(args.items())))
+    mine = (t.names, tuple(t.shape), t.dtype.name, tuple(sorted(args.items())))
     every = group.comm.allgather(mine)
     if all(s == every[0] for s in every):
         return
@@ -106,20 +107,21 @@ def _agree(group: ProcessGroup, what: str, t: Tensor, **args: Hashable) -> None:
 
 
 def _write_back(t: Tensor, transport: Any, buf: Any) -> None:
-    t._B.setitem(t._data, ..., transport.to_backend(t._B, buf))
+    B = backend_of(t)
+    B.setitem(raw(t), ..., transport.to_backend(B, buf))
 
 
 def all_reduce(t: Tensor, op: str = "sum", *, async_op: bool = False, check: bool = True):
     """Reduce ``t`` over all ranks with ``op`` and write the result into ``t`` on every rank (in
     place; returns ``t``, or a :class:`Work` with ``async_op=True``).  Names unchanged."""
-    group = _require("all_reduce")
+    group = require_group("all_reduce")
     _check_tensor(t, "all_reduce")
     _check_op(op, t, "all_reduce")
-    t._check_inplace("all_reduce")
+    check_inplace(t, "all_reduce")
     if check:
         _agree(group, "all_reduce", t, op=op)
     transport = group.transport
-    buf, shared = transport.stage(t._B, t._data)
+    buf, shared = transport.stage(backend_of(t), raw(t))
     handle = transport.all_reduce(buf, op)
 
     def finish() -> Tensor:
@@ -127,7 +129,7 @@ def all_reduce(t: Tensor, op: str = "sum", *, async_op: bool = False, check: boo
             buf[...] /= group.size
         if not shared:
             _write_back(t, transport, buf)
-        t._bump()
+        bump_version(t)
         return t
 
     return _start(group, "all_reduce", handle, finish, async_op)
@@ -136,21 +138,21 @@ def all_reduce(t: Tensor, op: str = "sum", *, async_op: bool = False, check: boo
 def broadcast(t: Tensor, src: int = 0, *, async_op: bool = False, check: bool = True):
     """Copy rank ``src``'s ``t`` into ``t`` on every other rank (in place; returns ``t``, or a
     :class:`Work` with ``async_op=True``).  Names unchanged."""
-    group = _require("broadcast")
+    group = require_group("broadcast")
     _check_tensor(t, "broadcast")
     if isinstance(src, bool) or not isinstance(src, int) or not 0 <= src < group.size:
         raise ValueError(f"broadcast: src must be a rank from 0 to {group.size - 1}, got {src!r}.")
-    t._check_inplace("broadcast")
+    check_inplace(t, "broadcast")
     if check:
         _agree(group, "broadcast", t, src=src)
     transport = group.transport
-    buf, shared = transport.stage(t._B, t._data)
+    buf, shared = transport.stage(backend_of(t), raw(t))
     handle = transport.broadcast(buf, src)
 
     def finish() -> Tensor:
         if not shared and group.rank != src:
             _write_back(t, transport, buf)
-        t._bump()
+        bump_version(t)
         return t
 
     return _start(group, "broadcast", handle, finish, async_op)
@@ -160,14 +162,14 @@ def all_gather(t: Tensor, dim: Hashable, *, async_op: bool = False, check: bool 
     """Every rank's ``t``, stacked in rank order along a new dim ``dim`` (a new name, placed first;
     or an int position, unnamed), as a new tensor on every rank (or a :class:`Work` with
     ``async_op=True``)."""
-    group = _require("all_gather")
+    group = require_group("all_gather")
     _check_tensor(t, "all_gather")
-    ax, names = _names.stack((t._names,), dim, "all_gather")
+    ax, names = _names.stack((t.names,), dim, "all_gather")
     if check:
         _agree(group, "all_gather", t, dim=dim)
     transport = group.transport
-    B = t._B
-    send, _ = transport.stage(B, t._data)
+    B = backend_of(t)
+    send, _ = transport.stage(B, raw(t))
     recv = transport.empty((group.size, *t.shape), send)
     handle = transport.all_gather(send, recv)
 
@@ -175,7 +177,7 @@ def all_gather(t: Tensor, dim: Hashable, *, async_op: bool = False, check: bool 
         out = transport.to_backend(B, recv)
         if ax:
             out = B.permute_dims(out, (*range(1, ax + 1), 0, *range(ax + 1, t.ndim + 1)))
-        return Tensor._make(out, names, B)
+        return wrap(out, names, B)
 
     return _start(group, "all_gather", handle, finish, async_op)
 
@@ -184,21 +186,21 @@ def reduce_scatter(t: Tensor, dim: Hashable, op: str = "sum", *, async_op: bool 
     """Reduce ``t`` over all ranks with ``op``, split the result along ``dim`` into one block per
     rank and return this rank's block (rank ``r`` gets the ``r``-th), a new tensor with ``t``'s names
     (or a :class:`Work` with ``async_op=True``).  ``dim``'s size must be a multiple of the ranks."""
-    group = _require("reduce_scatter")
+    group = require_group("reduce_scatter")
     _check_tensor(t, "reduce_scatter")
     _check_op(op, t, "reduce_scatter")
-    ax = _names.axis(t._names, dim, "reduce_scatter")
+    ax = _names.axis(t.names, dim, "reduce_scatter")
     size = t.shape[ax]
     if size % group.size:
-        raise ValueError(f"reduce_scatter: dim {dim!r} of a tensor with names {fmt(t._names)} and shape "
+        raise ValueError(f"reduce_scatter: dim {dim!r} of a tensor with names {fmt(t.names)} and shape "
                          f"{t.shape} has size {size}, which {group.size} ranks cannot split evenly; pad it to "
                          "a multiple of the world size.")
     if check:
         _agree(group, "reduce_scatter", t, dim=dim, op=op)
     transport = group.transport
-    B = t._B
+    B = backend_of(t)
     order = (ax, *(i for i in range(t.ndim) if i != ax))
-    front = B.permute_dims(t._data, order) if ax else t._data  # the blocks must be contiguous runs
+    front = B.permute_dims(raw(t), order) if ax else raw(t)  # the blocks must be contiguous runs
     send, _ = transport.stage(B, front)
     recv = transport.empty((size // group.size, *send.shape[1:]), send)
     handle = transport.reduce_scatter(send, recv, op)
@@ -209,6 +211,6 @@ def reduce_scatter(t: Tensor, dim: Hashable, op: str = "sum", *, async_op: bool 
         out = transport.to_backend(B, recv)
         if ax:
             out = B.permute_dims(out, tuple(order.index(i) for i in range(t.ndim)))
-        return Tensor._make(out, t._names, B)
+        return wrap(out, t.names, B)
 
     return _start(group, "reduce_scatter", handle, finish, async_op)

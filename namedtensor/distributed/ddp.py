@@ -33,13 +33,14 @@ import contextlib
 import weakref
 from typing import Any, Iterator, List, Mapping, Optional, Tuple
 
+from .._internal import backend_of, bump_version, raw, wrap
 from .._names import fmt
 from ..autograd.engine import queue_callback
 from ..autograd.graph import no_grad
 from ..nn.module import Module
 from ..tensor import Tensor
 from . import collectives
-from .group import ProcessGroup, _require
+from .group import ProcessGroup, require_group
 
 
 class _Bucket:
@@ -56,7 +57,7 @@ class _Bucket:
             self.spans.append((offset, offset + p.numel()))
             offset += p.numel()
         self.total = offset
-        like, _ = transport.stage(params[0]._B, params[0]._data)
+        like, _ = transport.stage(backend_of(params[0]), raw(params[0]))
         self.flat = transport.empty((offset + len(params),), like)
         self.ready = [False] * len(params)
         self.pending = len(params)
@@ -65,7 +66,7 @@ class _Bucket:
     def put(self, k: int, grad: Tensor, transport: Any) -> None:
         """Copy parameter ``k``'s gradient into the flat buffer."""
         start, stop = self.spans[k]
-        buf, _ = transport.stage(grad._B, grad._data)
+        buf, _ = transport.stage(backend_of(grad), raw(grad))
         self.flat[start:stop] = buf.reshape(-1)
         self.ready[k] = True
         self.pending -= 1
@@ -89,14 +90,14 @@ class _Bucket:
         for p, (start, stop), n in zip(self.params, self.spans, users):
             if n == 0:  # no rank used it: leave .grad as it is
                 continue
-            B = p._B
+            B = backend_of(p)
             value = transport.to_backend(B, grads[start:stop].reshape(p.shape))
             g = p.grad
-            if g is not None and not g._rg and B.owns_writable(g._data):
-                B.setitem(g._data, ..., value)
-                g._bump()
+            if g is not None and not g.requires_grad and B.owns_writable(raw(g)):
+                B.setitem(raw(g), ..., value)
+                bump_version(g)
             else:
-                p.grad = Tensor._make(B.asarray(value, copy=True), p._names, B)
+                p.grad = wrap(B.asarray(value, copy=True), p.names, B)
         self.ready = [False] * len(self.params)
         self.pending = len(self.params)
 
@@ -105,7 +106,7 @@ def _signature(module: Module) -> list:
     out = []
     for kind, items in (("parameter", module.named_parameters()), ("buffer", module.named_buffers())):
         for key, t in items:
-            out.append((kind, key, t._names, tuple(t.shape), t.dtype.name, bool(t._rg)))
+            out.append((kind, key, t.names, tuple(t.shape), t.dtype.name, t.requires_grad))
     return out
 
 
@@ -180,7 +181,7 @@ class DistributedDataParallel(Module):
             raise TypeError(f"DistributedDataParallel: expected an nn.Module, got {type(module).__name__}.")
         if not bucket_cap_mb > 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb!r}.")
-        group = _require("DistributedDataParallel")
+        group = require_group("DistributedDataParallel")
         _check_same_model(group, module)
         self.module = module
         self.bucket_cap_mb = bucket_cap_mb
@@ -195,7 +196,7 @@ class DistributedDataParallel(Module):
                      for t in list(module.parameters()) + list(module.buffers())]
             for w in works:
                 w.wait()
-        self._buckets = self._build_buckets([p for p in reversed(list(module.parameters())) if p._rg])
+        self._buckets = self._build_buckets([p for p in reversed(list(module.parameters())) if p.requires_grad])
         removers = []
         ref = weakref.ref(self)
         for b, bucket in enumerate(self._buckets):
@@ -210,7 +211,7 @@ class DistributedDataParallel(Module):
         for p in params:
             nbytes = p.numel() * p.dtype.itemsize
             last = groups[-1] if groups else None
-            if last is None or size + nbytes > cap or p.dtype != last[0].dtype or p._B is not last[0]._B:
+            if last is None or size + nbytes > cap or p.dtype != last[0].dtype or backend_of(p) is not backend_of(last[0]):
                 groups.append([p])
                 size = nbytes
             else:

@@ -82,7 +82,7 @@ def _nccl_transport(comm: Any, MPI: Any) -> Any:
 def destroy_process_group() -> None:
     """Leave the group (its communicator is freed); ``init_process_group`` may start another."""
     global _group
-    group = _require("destroy_process_group")
+    group = require_group("destroy_process_group")
     _group = None
     group.transport.close()
     group.comm.Free()
@@ -98,7 +98,8 @@ def is_initialized() -> bool:
     return _group is not None
 
 
-def _require(op: str) -> ProcessGroup:
+def require_group(op: str) -> ProcessGroup:
+    """The process group, or for ``op`` the error saying how to start one."""
     if _group is None:
         raise RuntimeError(f"{op}: no process group; call nt.distributed.init_process_group() first "
                            "(and start the processes with: mpiexec -n N python script.py).")
@@ -107,19 +108,19 @@ def _require(op: str) -> ProcessGroup:
 
 def get_rank() -> int:
     """This process's index in the group, 0 to ``get_world_size() - 1``."""
-    return _require("get_rank").rank
+    return require_group("get_rank").rank
 
 
 def get_world_size() -> int:
     """The number of processes in the group."""
-    return _require("get_world_size").size
+    return require_group("get_world_size").size
 
 
 def get_backend() -> str:
     """``"mpi"`` or ``"nccl"``."""
-    return _require("get_backend").backend
+    return require_group("get_backend").backend
 
 
 def barrier() -> None:
     """Wait until every process of the group has reached this call."""
-    _require("barrier").comm.Barrier()
+    require_group("barrier").comm.Barrier()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterator, List, Optional
 
 from ..data import Generator
+from .group import require_group
 
 
 class DistributedSampler:
@@ -24,9 +25,7 @@ class DistributedSampler:
     def __init__(self, dataset: Any, num_replicas: Optional[int] = None, rank: Optional[int] = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
         if num_replicas is None or rank is None:
-            from .group import _require
-
-            group = _require("DistributedSampler")
+            group = require_group("DistributedSampler")
             num_replicas = group.size if num_replicas is None else num_replicas
             rank = group.rank if rank is None else rank
         for what, value in (("num_replicas", num_replicas), ("rank", rank), ("seed", seed)):

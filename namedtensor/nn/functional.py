@@ -6,8 +6,8 @@
 
 Where PyTorch takes a position or a shape, these take dim names: ``linear``'s ``dim`` is the
 contracted dim, ``layer_norm``/``rms_norm`` normalise over named ``dims``, ``cross_entropy`` and
-``nll_loss`` take the class ``dim``.  Every function is defined with its name rule in
-:mod:`namedtensor.ops` and only re-exported here.
+``nll_loss`` take the class ``dim``.  Every function is an op of :mod:`namedtensor.ops` (its name
+rule is in :mod:`namedtensor._names`; docs/design.md lists them by family), only re-exported here.
 """
 
 from __future__ import annotations

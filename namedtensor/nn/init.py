@@ -50,7 +50,7 @@ def _as_tuple(dims: Dims) -> Tuple:
 
 def calculate_fans(t: Tensor, fan_in: Dims = None, fan_out: Dims = None, op: str = "init") -> Tuple[int, int]:
     """``(fan_in, fan_out)`` of ``t``: each the product of the sizes of the dims named (see the module doc)."""
-    names, shape = t._names, t.shape
+    names, shape = t.names, t.shape
     if fan_in is None and fan_out is None:
         if len(shape) < 2:
             raise ValueError(

@@ -20,9 +20,9 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple, Union
 
 from .. import _dtypes, _names, backends
+from .._internal import backend_of, parse_to_arg, replace_array, wrap
 from ..autograd.engine import zero_grads
 from ..autograd.graph import no_grad
-from ..ops.dtype import _target
 from ..tensor import Tensor
 from .parameter import Parameter
 
@@ -285,7 +285,7 @@ class Module:
         ``to(nt.float64)``, ``to("cpu", nt.float16)``.  Parameters, buffers and their grads move in place:
         they stay the same objects (optimizers keep them, and move their state along); returns self."""
         for a in args:
-            dev, dt = _target(a, "Module.to")
+            dev, dt = parse_to_arg(a, "Module.to")
             if dev is not None:
                 device = dev
             if dt is not None:
@@ -303,7 +303,6 @@ class Module:
         if B is not None and any(t.device != B.device for t in tensors):
             for t in tensors:
                 _move_inplace(t, B)
-            backends.moves += 1
         if dtype is not None:
             for t in tensors:
                 _cast_inplace(t, dtype)
@@ -398,9 +397,9 @@ class Module:
             raise StateDictError(message, problems, missing, unexpected)
         with no_grad():
             for target, value in pairs:
-                if value._B is not target._B:  # a state dict made under another CPU backend
-                    value = Tensor._make(target._B.asarray(value._B.to_numpy(value.array)), value._names,
-                                         target._B)
+                B = backend_of(target)
+                if backend_of(value) is not B:  # a state dict made under another CPU backend
+                    value = wrap(B.asarray(backend_of(value).to_numpy(value.array)), value.names, B)
                 target.copy_(value)
         return IncompatibleKeys(missing, unexpected)
 
@@ -427,9 +426,8 @@ def _cast_inplace(t: Tensor, dtype: _dtypes.DType) -> None:
     """Give floating tensor ``t`` (and its grad) ``dtype`` in place: the object stays, its array changes."""
     if t.dtype.kind != "f" or t.dtype is dtype:
         return
-    B = t._B
-    t._data = B.astype(t.array, B.native(dtype))
-    t._bump()
+    B = backend_of(t)
+    replace_array(t, B.astype(t.array, B.native(dtype)))
     g = t.grad
     if g is not None:
         t.grad = g.detach().to(dtype)
@@ -439,12 +437,10 @@ def _move_inplace(t: Tensor, B) -> None:
     """Put tensor ``t`` (and its grad) on backend ``B``'s device in place: the object stays, its array moves."""
     if t.device == B.device:
         return
-    t._data = backends.transfer(t.array, t._B, B)
-    t._B = B
-    t._bump()
+    replace_array(t, backends.transfer(t.array, backend_of(t), B), B)
     g = t.grad
     if g is not None:
-        t.grad = Tensor._make(backends.transfer(g.array, g._B, B), g._names, B)
+        t.grad = wrap(backends.transfer(g.array, backend_of(g), B), g.names, B)
 
 
 def _renamed(state_dict: Mapping[str, Any], rename, problems: List[str], strict: bool) -> Dict[str, Any]:
@@ -483,10 +479,10 @@ def _mismatches(key: str, value: Any, target: Tensor) -> List[str]:
     if not isinstance(value, Tensor):
         return [f"{key!r}: expected a Tensor, got {type(value).__name__}"]
     out = []
-    names_ok = value._names == target._names or not _names.is_named(value._names)
+    names_ok = value.names == target.names or not _names.is_named(value.names)
     if not names_ok:
-        out.append(f"{key!r}: names differ: state dict {_names.fmt(value._names)} vs model "
-                   f"{_names.fmt(target._names)}")
+        out.append(f"{key!r}: names differ: state dict {_names.fmt(value.names)} vs model "
+                   f"{_names.fmt(target.names)}")
     if value.shape != target.shape:
         out.append(f"{key!r}: sizes differ: state dict {_sizes(value)} vs model {_sizes(target)}")
     src, dst = value.dtype, target.dtype
@@ -500,10 +496,10 @@ _KIND_ORDER = {"b": 0, "i": 1, "f": 2}
 
 def _sizes(t: Tensor) -> str:
     """Sizes with their names (``{'hidden': 4, 'embed': 8}``), or the shape of an unnamed tensor."""
-    if not _names.is_named(t._names):
+    if not _names.is_named(t.names):
         return str(t.shape)
     return "{" + ", ".join(f"{n!r}: {s}" if n is not None else f"{i}: {s}"
-                           for i, (n, s) in enumerate(zip(t._names, t.shape))) + "}"
+                           for i, (n, s) in enumerate(zip(t.names, t.shape))) + "}"
 
 
 def _with_hint(key: str, candidates: List[str]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from .. import _names
+from .._internal import leaf_view
 from ..ops.creation import tensor
 from ..tensor import Tensor
 
@@ -30,14 +31,8 @@ class Parameter(Tensor):
             raise TypeError("Parameter: give the data, e.g. Parameter(nt.zeros(4, names=('hidden',))).")
         if not isinstance(data, Tensor):
             data = tensor(data, names=names)
-        p = Tensor.__new__(cls)
-        p._data = data._data
-        p._names = data._names if names is None else _names.validate(names, data.ndim, "Parameter")
-        p._B = data._B
-        p._node = None
-        p._rg = False
-        if hasattr(data, "_vc"):  # a parameter made from a tensor is a view of it, as in PyTorch
-            p._vc = data._vc
+        names = data.names if names is None else _names.validate(names, data.ndim, "Parameter")
+        p = leaf_view(data, names, cls)  # a parameter made from a tensor is a view of it, as in PyTorch
         p.requires_grad_(requires_grad)
         return p
 

@@ -1,4 +1,10 @@
-"""The ops, one module per family; each op is its name rule, forward and backward in one place.
+"""The ops, one module per family; importing this package attaches their methods to ``Tensor``.
+
+In a family module each op is an :class:`~namedtensor.autograd.graph.Op` (forward on raw arrays,
+backward with tensor ops) right above its public function, which gets the output names from one
+rule of :mod:`namedtensor._names` and runs the op with ``apply``; the module ends with its
+``METHODS`` table, the functions that become ``Tensor`` methods.  docs/design.md has the name rule
+of each family and the checklist "Adding an op".
 
 =================  ===========================================================
 module             ops
@@ -16,25 +22,24 @@ module             ops
 ``sorting``        ``sort argsort topk``
 ``dtype``          ``to float double half long int bool clone``
 ``inplace``        ``add_ sub_ mul_ div_ masked_fill_ zero_ fill_ copy_``, ``t[...] = v``
+``dense``          ``linear embedding dropout`` (fused; functions only)
+``normalization``  ``layer_norm rms_norm`` (fused; functions only)
+``losses``         ``cross_entropy nll_loss mse_loss`` (fused; functions only)
+``attention``      ``scaled_dot_product_attention causal_mask`` (functions only)
 =================  ===========================================================
+
+The fused families have no methods; :mod:`namedtensor.nn.functional` re-exports them.  Private
+helpers: ``_common`` (operands and broadcast gradients), ``_fused`` (what the fused ops share),
+``_elision`` (reusing a temporary operand's buffer in large elementwise ops).
 """
 
 from __future__ import annotations
 
-import importlib
-
 from ..tensor import install_methods
+from . import (creation, dtype, elementwise, indexing, inplace, joining, linalg, movement, naming, reductions, shape,
+               sorting)
 
-FAMILIES = ("creation", "elementwise", "reductions", "naming", "shape", "joining", "movement", "indexing",
-            "linalg", "sorting", "dtype", "inplace")
-
-_installed = []
-for _family in FAMILIES:
-    try:
-        _module = importlib.import_module(f".{_family}", __name__)
-    except ModuleNotFoundError as _e:
-        if _e.name != f"{__name__}.{_family}":
-            raise
-        continue
-    install_methods(getattr(_module, "METHODS", {}))
-    _installed.append(_family)
+install_methods({name: fn
+                 for family in (creation, elementwise, reductions, naming, shape, joining, movement, indexing, linalg,
+                                sorting, dtype, inplace)
+                 for name, fn in family.METHODS.items()})

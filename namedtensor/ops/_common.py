@@ -1,14 +1,38 @@
-"""Helpers every op module shares: turning operands into tensors and reducing gradients of broadcasts."""
+"""Helpers every op module shares: checking and converting arguments, and reducing gradients of broadcasts."""
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Optional, Union
 
-from .. import _names
+from .. import _dtypes, _names
 from ..autograd.graph import Op, _common_backend, apply
 from ..tensor import Tensor
 
 SCALARS = (bool, int, float)
+
+
+def tensor_arg(x, op: str, what: Optional[str] = None) -> Tensor:
+    """``x`` itself, or the TypeError saying that ``op``'s argument (``what``, where there are several)
+    is not a tensor."""
+    if not isinstance(x, Tensor):
+        if what is None:
+            raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}.")
+        raise TypeError(f"{op}: {what} must be a Tensor, got {type(x).__name__}.")
+    return x
+
+
+def as_float_array(B, x):
+    """Raw array ``x`` itself when floating-point, else as float64 (NumPy's result for integer input, on
+    every backend)."""
+    return x if B.dtype_of(x).kind == "f" else B.astype(x, B.native(_dtypes.float64))
+
+
+def as_float_tensor(t: Tensor) -> Tensor:
+    """``t`` itself when floating-point, else a float64 copy, as NumPy promotes (integer tensors never
+    carry a graph)."""
+    B = t._B
+    data = as_float_array(B, t._data)
+    return t if data is t._data else Tensor._make(data, t._names, B)
 
 
 def operand(x, like: Tensor) -> Union[Tensor, bool, int, float]:

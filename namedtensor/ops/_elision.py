@@ -6,6 +6,7 @@ more than the arithmetic (page faults on new memory).  Tensors hide their
 arrays from NumPy's check, so this module does the same check one level up:
 a tensor that only the interpreter's stack references, whose array only that
 tensor references and owns its memory, can take the result in place.
+:func:`reusing_buffers` wraps a binary op's function with that check.
 
 Reference counts differ between Python versions (newer ones may borrow stack
 references), so the counts that mean "temporary" are measured at import on
@@ -16,20 +17,21 @@ elision stays off and every op allocates as usual.
 from __future__ import annotations
 
 import dis
+import functools
 import operator as _operator
 import sys
+from typing import Callable, Tuple
 
-from ..autograd import graph
+from .._names import unify
+from ..autograd import mode
+from ..autograd.graph import record
+from ..tensor import Tensor
+from ._common import SCALARS
 
 #: below this many elements a new buffer is cheap and the checks are not worth it
 MIN_SIZE = 1 << 16
 
 _getrefcount = getattr(sys, "getrefcount", None)
-
-
-#: what the op functions count references with: ``sys.getrefcount`` itself (a wrapper would add a
-#: reference of its own), or, where the interpreter has none, a stand-in (elision is off there)
-refcount = _getrefcount if _getrefcount is not None else (lambda x: 1 << 30)
 _getframe = getattr(sys, "_getframe", None)
 _BINARY_OPCODES = frozenset(code for name, code in dis.opmap.items() if name.startswith(("BINARY_", "INPLACE_")))
 
@@ -59,7 +61,7 @@ def _calibrate():
         return None  # free-threaded Python: counts may be deferred, and another thread may hold a reference
 
     def probe(a, b):
-        refs = _getrefcount(a)  # the same statement shape as the op functions' first line
+        refs = _getrefcount(a)  # the same statement shape as the first line of reusing_buffers' functions
         return refs
 
     def frame_probe(a, b):
@@ -133,27 +135,20 @@ def _broadcasts_into(small, big) -> bool:
     return True
 
 
-def target(a, b, refs_a: int, refs_b: int, via_operator: bool, saves_inputs: bool):
+def target(a: Tensor, b, refs_a: int, refs_b: int, limit: int, saves_inputs: bool):
     """The array to write ``op(a, b)`` into, or None.
 
-    ``refs_*`` are the operands' refcounts seen by the op function, entered as an operator
-    (``x + y``) or as a call (``nt.add(x, y)``).  Called from the op
-    function's helper, so the user's frame is three levels up.  While a graph is recorded, only
-    ops whose backward needs no input (add, sub) may overwrite one.
+    ``refs_*`` are the operands' refcounts seen on entering the op, and ``limit`` the count at or
+    below which an operand is a temporary there.  While a graph is recorded, only ops whose backward
+    needs no input (add, sub) may overwrite one.
     """
-    if saves_inputs and graph._grad_enabled and (a._rg or (b.__class__ is a.__class__ and b._rg)):
+    if saves_inputs and mode._grad_enabled and (a._rg or (isinstance(b, Tensor) and b._rg)):
         return None
     B = a._B
     if not B.supports_out:
         return None
-    if via_operator:
-        if not from_binary_op(3):
-            return None
-        limit = OPERATOR_REFS
-    else:
-        limit = CALL_REFS
     # no local may hold an operand's array while _private_array counts its references
-    if b.__class__ is a.__class__:
+    if isinstance(b, Tensor):
         if b._B is not B or a._data.dtype != b._data.dtype:
             return None
         if refs_a <= limit and _broadcasts_into(b._data.shape, a._data.shape) and _private_array(a):
@@ -162,6 +157,63 @@ def target(a, b, refs_a: int, refs_b: int, via_operator: bool, saves_inputs: boo
             return b._data
         return None
     # a Python scalar keeps a float tensor's dtype, and an int tensor's with an int (NumPy 2 rules)
-    if refs_a <= limit and (B.dtype_of(a._data).kind == "f" or b.__class__ is int) and _private_array(a):
+    if (b.__class__ in SCALARS and refs_a <= limit and (B.dtype_of(a._data).kind == "f" or b.__class__ is int)
+            and _private_array(a)):
         return a._data
     return None
+
+
+def _into_temporary(op, out_fn: str, a, b, refs_a: int, refs_b: int, limit: int):
+    """``op(a, b)`` written into a temporary operand's buffer, or None where none can take it."""
+    if not isinstance(a, Tensor):
+        return None  # a scalar first operand: the tensor on the right is seen through the reflected operator
+    out = target(a, b, refs_a, refs_b, limit, bool(op.saves))
+    if out is None:
+        return None
+    B = a._B
+    if isinstance(b, Tensor):
+        an, bn = a._names, b._names
+        names = an if an is bn else unify(an, bn, op.name)  # the binary ops' rule; before anything is written
+        y = Tensor._make(getattr(B, out_fn)(a._data, b._data, out=out), names, B)
+        needs_grad = a._rg or b._rg
+    else:
+        y = Tensor._make(getattr(B, out_fn)(a._data, b, out=out), a._names, B)
+        needs_grad = a._rg
+    if needs_grad and mode._grad_enabled:
+        record(op, (a, b), (y,), {}, None, B)
+    if mode._tracer is not None:
+        mode._tracer(op, (a, b), (y,), {})
+    return y
+
+
+def reusing_buffers(fn: Callable, op: type, out_fn: str) -> Tuple[Callable, Callable]:
+    """Binary op ``op``'s function ``fn``, made to write a large result into a temporary operand's
+    buffer (with backend function ``out_fn``, which takes ``out=``): ``(call, operator)``, its entry
+    points for ``nt.add(x, y)`` / ``x.add(y)`` and for ``x + y``.
+
+    Two, because a temporary's refcount differs between them; each takes the counts first thing,
+    where :func:`_calibrate` measured them.  Small operands go straight to ``fn``.
+    """
+    if not enabled:
+        return fn, fn
+
+    def call(a, b) -> Tensor:
+        refs_a = _getrefcount(a)  # before anything else holds a or b
+        refs_b = _getrefcount(b)
+        if a.__class__ is Tensor and a._data.size >= MIN_SIZE or b.__class__ is Tensor and b._data.size >= MIN_SIZE:
+            y = _into_temporary(op, out_fn, a, b, refs_a, refs_b, CALL_REFS)
+            if y is not None:
+                return y
+        return fn(a, b)
+
+    def operator(a, b) -> Tensor:
+        refs_a = _getrefcount(a)
+        refs_b = _getrefcount(b)
+        if (a.__class__ is Tensor and a._data.size >= MIN_SIZE
+                or b.__class__ is Tensor and b._data.size >= MIN_SIZE) and from_binary_op(1):
+            y = _into_temporary(op, out_fn, a, b, refs_a, refs_b, OPERATOR_REFS)
+            if y is not None:
+                return y
+        return fn(a, b)
+
+    return functools.update_wrapper(call, fn), functools.update_wrapper(operator, fn)

@@ -22,14 +22,7 @@ def into(B, fn: str, a, *args):
     return getattr(B, fn)(a, *args)
 
 
-def tensor_arg(x, op: str, what: str) -> Tensor:
-    """``x`` itself, or a TypeError saying which argument of ``op`` is not a tensor."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: {what} must be a Tensor, got {type(x).__name__}.")
-    return x
-
-
-def floating(x: Tensor, op: str, what: str) -> None:
+def require_floating(x: Tensor, op: str, what: str) -> None:
     """Refuse non-float tensors where a fused op computes in the input's float dtype."""
     if x.dtype.kind != "f":
         raise TypeError(f"{op}: {what} must be floating point, got {x.dtype!r}; convert it with .float() first.")
@@ -48,11 +41,3 @@ def reduction_arg(reduction: str, op: str) -> str:
     if reduction not in REDUCTIONS:
         raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}.")
     return reduction
-
-
-def numel(shape) -> int:
-    """The number of elements of an array of ``shape``."""
-    n = 1
-    for s in shape:
-        n *= s
-    return n

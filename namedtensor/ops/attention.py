@@ -35,7 +35,7 @@ from typing import Optional, Tuple, Union
 from .. import _names, backends
 from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
-from ._common import int_sizes, inverse_permutation, sum_to, with_names
+from ._common import int_sizes, inverse_permutation, sum_to, tensor_arg, with_names
 from .elementwise import where
 from .naming import _permute
 from .shape import _reshape
@@ -397,14 +397,7 @@ def _rows(B, x, src, batch: tuple, tail: tuple):
     full = batch + tuple(x.shape[len(batch):])
     if tuple(x.shape) != full:
         x = B.broadcast_to(x, full)
-    return B.reshape(x, (_prod(batch),) + tail)
-
-
-def _prod(sizes) -> int:
-    n = 1
-    for s in sizes:
-        n *= s
-    return n
+    return B.reshape(x, (math.prod(batch),) + tail)
 
 
 def _fused_inputs(B, q, k, v, mask, prm):
@@ -417,7 +410,7 @@ def _fused_inputs(B, q, k, v, mask, prm):
     keep = None
     if mask is not None:
         m = B.broadcast_to(_to_work(B, mask, prm["m_src"]), batch + (1, n_key))
-        keep = B.reshape(m, (_prod(batch), n_key))
+        keep = B.reshape(m, (math.prod(batch), n_key))
     return q3, k3, v3, keep, batch
 
 
@@ -517,8 +510,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, *, dim: str, k
     ``return_weights=True`` returns ``(out, weights)``, weights named ``(*batch, seq, key_dim)``.
     """
     for label, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{_OP}: {label} must be a Tensor, got {type(t).__name__}.")
+        tensor_arg(t, _OP, label)
     for label, n in (("dim", dim), ("key_dim", key_dim), ("query_dim", query_dim)):
         if not isinstance(n, str) and not (n is None and label == "query_dim"):
             raise TypeError(f"{_OP}: {label}= must be a dim name (str), got {type(n).__name__} {n!r}.")
@@ -532,8 +524,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, *, dim: str, k
     q_src, k_src, v_src, out_names, weights_names = plan
     m_src = None
     if mask is not None:
-        if not isinstance(mask, Tensor):
-            raise TypeError(f"{_OP}: mask must be a Tensor, got {type(mask).__name__}.")
+        tensor_arg(mask, _OP, "mask")
         kind = mask.dtype.kind
         if kind not in ("b", "f"):
             raise TypeError(f"{_OP}: mask must be bool (True = may attend) or floating point (added to the "

@@ -12,7 +12,7 @@ from typing import Callable, Optional, Sequence
 
 from .. import _dtypes, _names, backends
 from ..tensor import Tensor
-from ._common import int_sizes
+from ._common import int_sizes, tensor_arg
 
 
 def _backend(device, data=None):
@@ -217,8 +217,7 @@ def randint(low, high=None, size=(), names=None, dtype=None, device=None) -> Ten
 
 def _like(name: str, make) -> Callable[..., Tensor]:
     def fn(t: Tensor, *args, names=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name}: expected a Tensor, got {type(t).__name__}.")
+        tensor_arg(t, name)
         B = t._B if device is None else _backend(device)
         dt = _dtypes.as_dtype(dtype) if dtype is not None else t.dtype
         data = make(B, t.shape, dt, *args)

@@ -19,13 +19,14 @@ scatter-add whose own gradient is ``embedding``; ``dropout``'s is the same mask 
 
 from __future__ import annotations
 
+import math
 from typing import Hashable, Optional
 
 from .. import _dtypes, _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
-from ._common import has_values, with_names, with_param
-from ._fused import floating, into, numel, same_dtype, tensor_arg
+from ._common import has_values, tensor_arg, with_names, with_param
+from ._fused import into, require_floating, same_dtype
 
 # ----------------------------------------------------------------------------- linear
 
@@ -43,7 +44,7 @@ class _Linear(Op):
             w = B.permute_dims(w, (1, 0))
         shape = tuple(x.shape)
         n_in, n_out = shape[ax], w.shape[0]
-        lead = numel(shape[:ax])
+        lead = math.prod(shape[:ax])
         if ax == len(shape) - 1:
             # (rows, in) @ (in, out): one matrix product, the transposed weight is a view
             y = B.matmul(B.reshape(x, (lead, n_in)), B.permute_dims(w, (1, 0)))
@@ -51,7 +52,7 @@ class _Linear(Op):
                 y = into(B, "add", y, b)
         else:
             # (out, in) @ (lead, in, rest): x's layout is kept, so the output needs no transpose either
-            y = B.matmul(w, B.reshape(x, (lead, n_in, numel(shape[ax + 1 :]))))
+            y = B.matmul(w, B.reshape(x, (lead, n_in, math.prod(shape[ax + 1 :]))))
             if b is not None:
                 y = into(B, "add", y, B.reshape(b, (n_out, 1)))
         return B.reshape(y, shape[:ax] + (n_out,) + shape[ax + 1 :])
@@ -85,10 +86,10 @@ class _WeightGrad(Op):
     def forward(B, a, c, *, ax):
         shape = tuple(a.shape)
         p, q = shape[ax], c.shape[ax]
-        lead = numel(shape[:ax])
+        lead = math.prod(shape[:ax])
         if ax == len(shape) - 1:
             return B.matmul(B.permute_dims(B.reshape(a, (lead, p)), (1, 0)), B.reshape(c, (lead, q)))
-        rest = numel(shape[ax + 1 :])
+        rest = math.prod(shape[ax + 1 :])
         out = B.matmul(B.reshape(a, (lead, p, rest)), B.permute_dims(B.reshape(c, (lead, q, rest)), (0, 2, 1)))
         return B.reshape(out, (p, q)) if lead == 1 else B.sum(out, axis=0)
 
@@ -129,7 +130,7 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, dim: Has
     if isinstance(dim, (list, tuple)):
         raise TypeError(f"{op}: dim must be one dim (a name or an int), got {dim!r}.")
     ax, names = _names.linear(x._names, weight._names, None if bias is None else bias._names, dim, out_dim, op)
-    floating(x, op, "the input")
+    require_floating(x, op, "the input")
     same_dtype(x, weight, op, "the weight")
     same_dtype(x, bias, op, "the bias")
     n_out, n_in = weight._data.shape
@@ -173,7 +174,7 @@ class _EmbeddingGrad(Op):
     @staticmethod
     def forward(B, g, *, index, ishape, wax, wshape):
         rows, embed = wshape[wax], wshape[1 - wax]
-        n = numel(ishape) * embed
+        n = math.prod(ishape) * embed
         # a scatter into the flat weight, element by element: several times faster than row by row in NumPy
         flat = B.reshape(B.reshape(index, (-1, 1)) * embed + B.arange(embed, dtype=index.dtype), (n,))
         out = B.reshape(B.scatter_add((rows * embed,), None, flat, B.reshape(g, (n,))), (rows, embed))
@@ -249,7 +250,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         raise ValueError(f"{op}: p is the probability of zeroing an element, a number in [0, 1); got {p!r}.")
     if p == 0 or not training:
         return x
-    floating(x, op, "the input")
+    require_floating(x, op, "the input")
     B = x._B
     keep = B.rand(tuple(x._data.shape), x.dtype) >= p
     return apply(_Dropout, (x,), x._names, keep=keep, scale=1.0 / (1.0 - p))

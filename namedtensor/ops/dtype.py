@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import _dtypes, backends
-from ..autograd import graph
-from ..autograd.graph import Op, apply
+from ..autograd import mode
+from ..autograd.graph import Op, apply, record
 from ..tensor import Tensor
+from ._common import tensor_arg
 
 
 class _Cast(Op):
@@ -70,8 +71,8 @@ def _move(t: Tensor, B, non_blocking: bool) -> Tensor:
     out = Tensor._make(backends.transfer(t.array, t._B, B, non_blocking), t._names, B)
     if B.device == "meta":  # a spec of t for a dry run (shapes only): a leaf of its own
         return out.requires_grad_(True) if t._rg else out
-    if t._rg and graph._grad_enabled:
-        graph.record(_ToDevice, (t,), (out,), {"src": t.device}, None, B)
+    if t._rg and mode._grad_enabled:
+        record(_ToDevice, (t,), (out,), {"src": t.device}, None, B)
     return out
 
 
@@ -133,9 +134,7 @@ _CASTERS = {name: _caster(name, dt) for name, dt in (
 
 def type_as(t: Tensor, other: Tensor) -> Tensor:
     """``t`` converted to ``other``'s dtype; keeps ``t``'s names."""
-    if not isinstance(other, Tensor):
-        raise TypeError(f"type_as: expected a Tensor, got {type(other).__name__}.")
-    return to(t, other.dtype)
+    return to(t, tensor_arg(other, "type_as").dtype)
 
 
 def cpu(t: Tensor) -> Tensor:

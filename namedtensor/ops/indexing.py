@@ -25,7 +25,7 @@ from typing import Any, Dict, Hashable, Optional, Sequence, Union
 from .. import _dtypes, _names
 from ..autograd.graph import Op, _common_backend, apply
 from ..tensor import Tensor
-from ._common import SCALARS, operand, with_names
+from ._common import SCALARS, operand, tensor_arg, with_names
 from .elementwise import where
 
 Dim = Union[str, int]
@@ -576,8 +576,7 @@ class _MaskedFill(Op):
 
 def masked_args(t: Tensor, mask: Any, value: Any, op: str) -> tuple:
     """Checked ``(mask, value, names)`` for ``masked_fill`` and ``masked_fill_``."""
-    if not isinstance(t, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(t).__name__}.")
+    tensor_arg(t, op)
     if mask.__class__ in SCALARS:
         raise TypeError(f"{op}: the mask must be a boolean tensor or array, got {type(mask).__name__}.")
     mask = operand(mask, t)

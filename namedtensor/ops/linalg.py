@@ -30,7 +30,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 from .. import _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
-from ._common import operand, sum_to, with_names
+from ._common import operand, sum_to, tensor_arg, with_names
 from .shape import _broadcast_plain, _unsqueeze_axes
 
 # ----------------------------------------------------------------------------- shared checks
@@ -287,9 +287,7 @@ def einsum(spec: str, *tensors) -> Tensor:
 def outer(a: Tensor, b: Tensor) -> Tensor:
     """Outer product of tensors of any number of dims: shape ``a.shape + b.shape``, names
     ``a.names + b.names`` (which must not share a name; use :func:`dot` for shared batch dims)."""
-    if not isinstance(a, Tensor):
-        raise TypeError(f"outer: expected Tensors, got {type(a).__name__}.")
-    b = _as_operand(b, a, "outer")
+    b = _as_operand(b, tensor_arg(a, "outer"), "outer")
     names = _names.outer(a._names, b._names, "outer")
     na = a.ndim
     return _einsum((a, b), (tuple(range(na)), tuple(range(na, na + b.ndim))), tuple(range(na + b.ndim)), names, "outer")

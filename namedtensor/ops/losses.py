@@ -29,8 +29,8 @@ from typing import Hashable, Optional
 from .. import _dtypes, _names
 from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
-from ._common import has_values, inverse_permutation, sum_to, with_names, with_param
-from ._fused import floating, into, numel, reduction_arg, same_dtype, tensor_arg
+from ._common import has_values, inverse_permutation, sum_to, tensor_arg, with_names, with_param
+from ._fused import into, reduction_arg, require_floating, same_dtype
 from .naming import _permute
 from .shape import _reshape
 
@@ -172,7 +172,7 @@ def _index_plan(op: str, logits: Tensor, target: Tensor, ax: int, ignore_index: 
         )
     raw = t
     valid = None
-    count = numel(expected)
+    count = math.prod(expected)
     checked = has_values(B)
     if ignore_index is not None:
         valid = t != ignore_index
@@ -356,7 +356,7 @@ def cross_entropy(logits: Tensor, target: Tensor, dim: Hashable, ignore_index: O
     eps = float(label_smoothing)
     logits = with_param(op, logits, target)
     ax = _class_dim(logits, dim, op)
-    floating(logits, op, "the logits")
+    require_floating(logits, op, "the logits")
     if target.dtype.kind == "f" and target.ndim == logits.ndim:
         if ignore_index is not None:
             raise ValueError(f"{op}: ignore_index applies to class indices, not to class probabilities; "
@@ -371,7 +371,7 @@ def cross_entropy(logits: Tensor, target: Tensor, dim: Hashable, ignore_index: O
                 f"{shape}), but the target has {dict(zip(target._names, tshape))} (shape {tshape})."
             )
         return apply(_SoftCrossEntropy, (logits, target), out_names if reduction == "none" else (), ax=ax,
-                     perm=perm, count=numel(shape[:ax] + shape[ax + 1 :]), reduction=reduction,
+                     perm=perm, count=math.prod(shape[:ax] + shape[ax + 1 :]), reduction=reduction,
                      out_perm=out_perm, eps=eps)
     params, names, raw = _index_plan(op, logits, target, ax, ignore_index, reduction)
     B = logits._B
@@ -419,7 +419,7 @@ def nll_loss(log_probs: Tensor, target: Tensor, dim: Hashable, ignore_index: Opt
     reduction_arg(reduction, op)
     log_probs = with_param(op, log_probs, target)
     ax = _class_dim(log_probs, dim, op)
-    floating(log_probs, op, "the log-probabilities")
+    require_floating(log_probs, op, "the log-probabilities")
     params, names, _ = _index_plan(op, log_probs, target, ax, ignore_index, reduction)
     return apply(_NLLLoss, (log_probs,), names, **params)
 
@@ -438,7 +438,7 @@ class _MSELoss(Op):
         if reduction == "none":
             return d
         total = B.sum(d, axis=None)
-        return total if reduction == "sum" else total / numel(d.shape)
+        return total if reduction == "sum" else total / math.prod(d.shape)
 
     @staticmethod
     def backward(node, g):
@@ -446,7 +446,7 @@ class _MSELoss(Op):
         d = a - b
         scale = 2.0
         if node.params["reduction"] == "mean":
-            scale /= numel(d.shape)
+            scale /= math.prod(d.shape)
         gd = d * (g * scale)
         ga = sum_to(gd, tuple(node.in_shapes[0]), node.in_names[0]) if node.edges[0] is not None else None
         gb = sum_to(-gd, tuple(node.in_shapes[1]), node.in_names[1]) if node.edges[1] is not None else None
@@ -477,7 +477,7 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     tensor_arg(target, op, "the target")
     reduction_arg(reduction, op)
     names = _names.unify(input._names, target._names, op)
-    floating(input, op, "the input")
+    require_floating(input, op, "the input")
     same_dtype(input, target, op, "the target")
     _broadcast_shape(tuple(input._data.shape), tuple(target._data.shape), op, input, target)
     return apply(_MSELoss, (input, target), names if reduction == "none" else (), reduction=reduction)

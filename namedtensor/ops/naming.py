@@ -14,7 +14,7 @@ from typing import Tuple
 from .. import _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
-from ._common import inverse_permutation, with_names
+from ._common import inverse_permutation, tensor_arg, with_names
 
 
 def _one_sequence(names: tuple) -> tuple:
@@ -112,8 +112,7 @@ def align_to(t: Tensor, *names) -> Tensor:
 
 def align_as(t: Tensor, other: Tensor) -> Tensor:
     """``t.align_to(*other.names)``: broadcast ``t`` against ``other`` by name."""
-    if not isinstance(other, Tensor):
-        raise TypeError(f"align_as: expected a Tensor, got {type(other).__name__}.")
+    tensor_arg(other, "align_as")
     source, out = _names.align_as(t._names, other._names, "align_as")
     return _align(t, source, out)
 

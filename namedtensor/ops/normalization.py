@@ -18,14 +18,15 @@ no temporary.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Hashable, NamedTuple, Optional, Tuple
 
 from .. import _names
 from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
-from ._common import inverse_permutation, with_names
-from ._fused import floating, into, numel, same_dtype, tensor_arg
+from ._common import inverse_permutation, tensor_arg, with_names
+from ._fused import into, require_floating, same_dtype
 from .naming import _permute
 from .shape import _reshape
 
@@ -58,7 +59,7 @@ def _rows(ndim: int, axes: Tuple[int, ...]) -> Optional[str]:
 def _plan(op: str, x: Tensor, dims, weight: Optional[Tensor], bias: Optional[Tensor]) -> _Plan:
     tensor_arg(x, op, "the input")
     axes, norm_names = _names.normalized(x._names, _names.hashable_dims(dims), op)
-    floating(x, op, "the input")
+    require_floating(x, op, "the input")
     shape = tuple(x._data.shape)
     sizes = tuple(shape[a] for a in axes)
     wanted = f"the names of the normalised dims of the input {_names.fmt(x._names)},"
@@ -86,7 +87,7 @@ def _plan(op: str, x: Tensor, dims, weight: Optional[Tensor], bias: Optional[Ten
     keep = tuple(1 if i in axes else s for i, s in enumerate(shape))
     bshape = tuple(s if i in axes else 1 for i, s in enumerate(shape))
     others = tuple(i for i in range(len(shape)) if i not in axes)
-    return _Plan(axes, others, numel(sizes), keep, rows, perms[0], perms[1], bshape)
+    return _Plan(axes, others, math.prod(sizes), keep, rows, perms[0], perms[1], bshape)
 
 
 # ----------------------------------------------------------------------------- raw steps
@@ -149,7 +150,7 @@ def _grads_raw(node, g: Tensor, x: Tensor, w: Optional[Tensor], mu, rstd, center
     B, plan = node.B, node.params["plan"]
     wants = [e is not None for e in node.edges] + [False]  # rms_norm has no bias
     if _fused(B, x._data, plan):
-        rows = (numel(plan.keep),)
+        rows = (math.prod(plan.keep),)
         gx, gw, gb = B.norm_rows_backward(
             x._data, plan.n, None if mu is None else B.reshape(mu, rows), B.reshape(rstd, rows),
             _row_raw(B, None if w is None else w._data, plan.wperm, plan), g._data, *wants[:3])

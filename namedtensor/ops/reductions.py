@@ -25,10 +25,10 @@ import math
 import numbers
 from typing import Optional, Sequence, Union
 
-from .. import _dtypes, _names
+from .. import _names
 from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
-from ._common import inverse_permutation, with_names
+from ._common import as_float_tensor, inverse_permutation, with_names
 from .elementwise import maximum, minimum, where
 from .indexing import gather
 from .shape import _broadcast_plain, _unsqueeze_axes, squeeze
@@ -59,22 +59,6 @@ def _expand_back(g: Tensor, node) -> Tensor:
 def _kept(y: Tensor, node) -> Tensor:
     """A reduction's output with the reduced dims back as unnamed size-1 dims (to broadcast against the input)."""
     return y if node.params["keepdim"] else _unsqueeze_axes(y, node.params["axes"])
-
-
-def _count(shape, axes) -> int:
-    n = 1
-    for a in axes:
-        n *= shape[a]
-    return n
-
-
-def _floating(t: Tensor) -> Tensor:
-    """``t`` itself when floating-point, else a float64 copy, as NumPy promotes (integer tensors never
-    carry a graph)."""
-    if t.dtype.kind == "f":
-        return t
-    B = t._B
-    return Tensor._make(B.astype(t._data, B.native(_dtypes.float64)), t._names, B)
 
 
 def _nonempty(t: Tensor, axes, op: str) -> None:
@@ -123,13 +107,14 @@ class _Mean(Op):
 
     @staticmethod
     def backward(node, g):
-        return (_expand_back(g, node) / _count(node.in_shapes[0], node.params["axes"]),)
+        shape = node.in_shapes[0]
+        return (_expand_back(g, node) / math.prod(shape[a] for a in node.params["axes"]),)
 
 
 def mean(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Mean over ``dim``; integer tensors are averaged in float64."""
     axes, names = _plan(t, dim, keepdim, "mean")
-    return apply(_Mean, (_floating(t),), names, axes=axes, keepdim=bool(keepdim))
+    return apply(_Mean, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim))
 
 
 # ----------------------------------------------------------------------------- scans
@@ -255,7 +240,7 @@ def _product_of_others(x: Tensor, axes) -> Tensor:
     perm = kept + list(axes)
     moved = x.permute(*perm)
     lead = len(kept)
-    n = _count(moved.shape, range(lead, x.ndim))
+    n = math.prod(moved.shape[lead:])
     flat = moved.reshape(moved.shape[:lead] + (n,), names=moved.names[:lead] + (None,))
     others = _cumprod(flat, lead, True, False) * _cumprod(flat, lead, True, True)
     others = others.reshape(moved.shape, names=moved.names)
@@ -401,7 +386,7 @@ class _Var(Op):
     def backward(node, g):
         (x,) = node.saved_tensors()
         axes = node.params["axes"]
-        dof = _count(node.in_shapes[0], axes) - node.params["correction"]
+        dof = math.prod(node.in_shapes[0][a] for a in axes) - node.params["correction"]
         scale = 2.0 / dof if dof > 0 else math.nan
         return (_expand_back(g, node) * (x - x.mean(axes, keepdim=True)) * scale,)
 
@@ -420,7 +405,7 @@ def var(t: Tensor, dim: Dims = None, unbiased: Optional[bool] = None, keepdim: b
     ``unbiased=False`` means ``correction=0``).  Integer tensors are computed in float64."""
     c = _correction(unbiased, correction, "var")
     axes, names = _plan(t, dim, keepdim, "var")
-    return apply(_Var, (_floating(t),), names, axes=axes, keepdim=bool(keepdim), correction=c)
+    return apply(_Var, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim), correction=c)
 
 
 def std(t: Tensor, dim: Dims = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
@@ -456,7 +441,7 @@ def logsumexp(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(t)))`` over ``dim``, computed without overflow (``None``: all dims)."""
     axes, names = _plan(t, dim, keepdim, "logsumexp")
     _nonempty(t, axes, "logsumexp")
-    return apply(_LogSumExp, (_floating(t),), names, axes=axes, keepdim=bool(keepdim))
+    return apply(_LogSumExp, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim))
 
 
 class _Norm(Op):
@@ -511,7 +496,7 @@ def norm(t: Tensor, p: Union[float, str] = 2, dim: Dims = None, keepdim: bool = 
     axes, names = _plan(t, dim, keepdim, "norm")
     if p in (math.inf, -math.inf):
         _nonempty(t, axes, "norm")
-    return apply(_Norm, (_floating(t),), names, axes=axes, keepdim=bool(keepdim), p=float(p))
+    return apply(_Norm, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim), p=float(p))
 
 
 # ----------------------------------------------------------------------------- any, all
@@ -572,14 +557,14 @@ def softmax(t: Tensor, dim: Dim) -> Tensor:
     """``exp(t) / sum(exp(t))`` along ``dim`` (a name or an int), without overflow; keeps the names."""
     ax = _names.axis(t._names, dim, "softmax")
     _nonempty(t, (ax,), "softmax")
-    return apply(_Softmax, (_floating(t),), t._names, axis=ax, log=False)
+    return apply(_Softmax, (as_float_tensor(t),), t._names, axis=ax, log=False)
 
 
 def log_softmax(t: Tensor, dim: Dim) -> Tensor:
     """``log(softmax(t, dim))`` computed directly (accurate for very negative logits); keeps the names."""
     ax = _names.axis(t._names, dim, "log_softmax")
     _nonempty(t, (ax,), "log_softmax")
-    return apply(_LogSoftmax, (_floating(t),), t._names, axis=ax, log=True)
+    return apply(_LogSoftmax, (as_float_tensor(t),), t._names, axis=ax, log=True)
 
 
 METHODS = {

@@ -17,12 +17,13 @@ Everything forwards through one ``_Reshape`` op (a view where the backend can) a
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Sequence, Union
 
 from .. import _names
 from ..autograd.graph import Op, apply, version_counter
 from ..tensor import Tensor
-from ._common import int_sizes, sum_to, with_names
+from ._common import int_sizes, sum_to, tensor_arg, with_names
 
 __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "broadcast_to"]
 
@@ -84,10 +85,7 @@ def _infer_size(sizes: tuple, total: int, op: str) -> Optional[tuple]:
         raise ValueError(f"{op}: only one size may be -1, got {sizes}.")
     if any(s < -1 for s in sizes):
         raise ValueError(f"{op}: sizes must be non-negative (or -1 once, inferred), got {sizes}.")
-    known = 1
-    for s in sizes:
-        if s != -1:
-            known *= s
+    known = math.prod(s for s in sizes if s != -1)
     if -1 not in sizes:
         return sizes if known == total else None
     if known == 0:
@@ -142,10 +140,7 @@ def flatten(t: Tensor, start_dim: Union[Dim, Sequence[Dim]] = 0, end_dim: Union[
         dims = tuple(range(start, end + 1))
     start, stop, names = _names.flatten(t._names, dims, out_name, "flatten")
     shape = t.shape
-    merged = 1
-    for s in shape[start:stop]:
-        merged *= s
-    return _reshape(t, shape[:start] + (merged,) + shape[stop:], names)
+    return _reshape(t, shape[:start] + (math.prod(shape[start:stop]),) + shape[stop:], names)
 
 
 def _unflatten_spec(sizes, names, op: str):
@@ -303,8 +298,7 @@ def broadcast_to(t: Tensor, shape: Sequence[int], names: Optional[Sequence] = No
 
 def expand_as(t: Tensor, other: Tensor) -> Tensor:
     """``t.broadcast_to(other.shape, names=other.names)``: the names must unify with ``other``'s."""
-    if not isinstance(other, Tensor):
-        raise TypeError(f"expand_as: expected a Tensor, got {type(other).__name__}.")
+    tensor_arg(other, "expand_as")
     return _expand(t, other.shape, other._names, "expand_as")
 
 

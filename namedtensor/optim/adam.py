@@ -10,7 +10,7 @@ at step ``t`` (counted per parameter)::
     v_max = max(v_max, v)                      (amsgrad; the denominator then uses v_max)
     p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
-computed in chunks that stay in the cache (see :func:`namedtensor.optim.optimizer.chunks`), as
+computed in chunks that stay in the cache (see :func:`namedtensor.backends.update_math.chunks`), as
 ``m = beta1 * m + (1 - beta1) * g`` and ``p -= c * m / (sqrt(v) + eps * sqrt(1 - beta2**t))`` with
 ``c = lr * sqrt(1 - beta2**t) / (1 - beta1**t)``: the same values up to rounding, in fewer passes.
 
@@ -27,8 +27,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
+from .._internal import backend_of, bump_version
+from ..backends.update_math import adam_chunk, adam_coefficients, chunks, out_ops
 from ..tensor import Tensor
-from .optimizer import Optimizer, Params, check_number, chunks, out_ops
+from .optimizer import Optimizer, Params, check_number
 
 
 class Adam(Optimizer):
@@ -72,9 +74,10 @@ class Adam(Optimizer):
                 state["exp_avg_sq"] = self._state_tensor(p)
             step = state["step"] = state["step"] + 1
             x = p.array
+            B = backend_of(p)
             if grad.dtype is not x.dtype and grad.dtype != x.dtype:  # the hook takes one dtype
-                grad = p._B.astype(grad, x.dtype)
-            key = (p._B, x.dtype, step)
+                grad = B.astype(grad, x.dtype)
+            key = (B, x.dtype, step)
             batch = batches.get(key)
             if batch is None:
                 batch = batches[key] = ([], [], [], [], [])
@@ -90,10 +93,10 @@ class Adam(Optimizer):
             B.adamw_(xs, gs, ms, vs, lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
                      weight_decay=group["weight_decay"], step=step, decoupled=self._decoupled)
             for t in edited:
-                t._bump()  # graphs that saved the old values must refuse them
+                bump_version(t)  # graphs that saved the old values must refuse them
 
     def _update(self, p: Tensor, grad, state: Dict[str, Any], group: Dict[str, Any]) -> None:
-        B = p._B
+        B = backend_of(p)
         lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
         beta1, beta2 = group["betas"]
         amsgrad = group["amsgrad"]
@@ -113,45 +116,7 @@ class Adam(Optimizer):
             adam_chunk(F, x, F.negative(g) if maximize else g, s[0], s[1], s[2] if amsgrad else None, tmp,
                        beta1, beta2, eps, step_size, decay, l2)
         for t in tensors:
-            t._bump()
-
-
-def adam_coefficients(lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, step: int,
-                      decoupled: bool) -> Tuple[float, float, Any, Any]:
-    """``(eps', step_size, decay, l2)`` for :func:`adam_chunk` at ``step``: PyTorch's update
-    ``p -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)`` rewritten as
-    ``p -= step_size * m / (sqrt(v) + eps')`` (the same values up to rounding, in fewer passes);
-    ``decay`` multiplies the parameter (AdamW) and ``l2`` adds ``l2 * p`` to the gradient (Adam), or None."""
-    bc2_sqrt = (1 - beta2 ** step) ** 0.5
-    decay = 1 - lr * weight_decay if decoupled and weight_decay != 0 else None
-    l2 = weight_decay if not decoupled and weight_decay != 0 else None
-    return eps * bc2_sqrt, lr / (1 - beta1 ** step) * bc2_sqrt, decay, l2
-
-
-def adam_chunk(F, x, g, m, v, v_max, tmp, beta1: float, beta2: float, eps: float, step_size: float,
-               decay, l2) -> None:
-    """One Adam step in place on raw arrays of one chunk: parameter ``x``, gradient ``g`` (only read),
-    moments ``m`` and ``v``, amsgrad's running max ``v_max`` (or None), scratch ``tmp``; ``F``: the
-    backend's ``out=`` functions; the coefficients from :func:`adam_coefficients`.  The optimizer's
-    per-parameter path and the backends' generic ``adamw_`` both run it."""
-    if decay is not None:
-        F.multiply(x, decay, out=x)
-    if l2 is not None:
-        g = F.add(g, F.multiply(x, l2))
-    F.multiply(v, beta2, out=v)
-    F.multiply(g, g, out=tmp)
-    F.multiply(tmp, 1 - beta2, out=tmp)
-    F.add(v, tmp, out=v)
-    F.multiply(m, beta1, out=m)
-    F.multiply(g, 1 - beta1, out=tmp)
-    F.add(m, tmp, out=m)
-    if v_max is not None:
-        v = F.maximum(v_max, v, out=v_max)
-    F.sqrt(v, out=tmp)
-    F.add(tmp, eps, out=tmp)
-    F.divide(m, tmp, out=tmp)
-    F.multiply(tmp, step_size, out=tmp)
-    F.subtract(x, tmp, out=x)
+            bump_version(t)
 
 
 class AdamW(Adam):

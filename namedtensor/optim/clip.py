@@ -12,6 +12,7 @@ import math
 from typing import Iterable, List, Union
 
 from .. import _dtypes, backends
+from .._internal import backend_of, wrap
 from ..tensor import Tensor
 
 Tensors = Union[Tensor, Iterable[Tensor]]
@@ -29,7 +30,7 @@ def _norm(g: Tensor, norm_type: float) -> float:
     """The ``norm_type``-norm of one gradient, as a Python float."""
     if g.numel() == 0:
         return 0.0
-    B = g._B
+    B = backend_of(g)
     a = B.reshape(g.array, (-1,))
     if norm_type == math.inf:
         return float(B.item(B.max(B.abs(a))))
@@ -58,7 +59,7 @@ def clip_grad_norm_(parameters: Tensors, max_norm: float, norm_type: float = 2.0
         raise ValueError(f"{op}: max_norm must be >= 0, got {max_norm}.")
     if not params:
         B = backends.cpu()
-        return Tensor._make(B.asarray(0.0, dtype=_dtypes.float32), (), B)
+        return wrap(B.asarray(0.0, dtype=_dtypes.float32), (), B)
     norms = [_norm(p.grad, norm_type) for p in params]
     if norm_type == math.inf:
         total = max(norms)
@@ -73,11 +74,11 @@ def clip_grad_norm_(parameters: Tensors, max_norm: float, norm_type: float = 2.0
     if not coef >= 1.0:  # a NaN total scales by NaN, as in PyTorch
         for p in params:
             g = p.grad
-            B = g._B
-            p.grad = Tensor._make(B.multiply(g.array, coef), g._names, B)
+            B = backend_of(g)
+            p.grad = wrap(B.multiply(g.array, coef), g.names, B)
     g = params[0].grad
-    B = g._B
-    return Tensor._make(B.asarray(total, dtype=g.dtype), (), B)
+    B = backend_of(g)
+    return wrap(B.asarray(total, dtype=g.dtype), (), B)
 
 
 def clip_grad_value_(parameters: Tensors, clip_value: float) -> None:
@@ -88,5 +89,5 @@ def clip_grad_value_(parameters: Tensors, clip_value: float) -> None:
         raise ValueError(f"{op}: clip_value must be >= 0, got {clip_value}.")
     for p in _with_grads(parameters, op):
         g = p.grad
-        B = g._B
-        p.grad = Tensor._make(B.clip(g.array, -clip_value, clip_value), g._names, B)
+        B = backend_of(g)
+        p.grad = wrap(B.clip(g.array, -clip_value, clip_value), g.names, B)

@@ -8,9 +8,8 @@ keeps them.  ``state_dict()`` has PyTorch's layout: ``{"state": {index: {...}}, 
 
 Subclasses set their defaults, check a group's hyperparameters (``_check_group``) and update one
 parameter from raw arrays (``_update``; or all the parameters of a group together, ``_update_group``),
-with the helpers at the bottom: ``chunks`` cuts a large parameter, its grad and state into cache-sized
-pieces, and ``out_ops`` gives the backend's elementwise functions with ``out=`` (writing straight into
-a buffer, or through a copy where the backend has none).
+with the raw-array helpers of :mod:`namedtensor.backends.update_math` (``chunks``: cache-sized pieces of
+a parameter, its grad and state; ``out_ops``: the backend's elementwise functions with ``out=``).
 """
 
 from __future__ import annotations
@@ -18,9 +17,10 @@ from __future__ import annotations
 import math
 import numbers
 from collections import defaultdict
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from .. import _names, backends
+from .._internal import backend_of, bump_version, wrap
 from ..autograd.engine import zero_grads
 from ..autograd.graph import enable_grad
 from ..tensor import Tensor
@@ -39,7 +39,6 @@ class Optimizer:
     def __init__(self, params: Params, defaults: Dict[str, Any]) -> None:
         self.defaults = dict(defaults)
         self.state: Dict[Tensor, Dict[str, Any]] = defaultdict(dict)
-        self._moves = backends.moves
         self.param_groups: List[Dict[str, Any]] = []
         kind = type(self).__name__
         if isinstance(params, Tensor):
@@ -141,10 +140,11 @@ class Optimizer:
                 g = p.grad
                 if g is None:
                     continue
-                if g._B is not p._B:
+                if backend_of(g) is not backend_of(p):
                     raise ValueError(
-                        f"{type(self).__name__}.step: a parameter (names {_names.fmt(p._names)}) is on "
-                        f"{p._B!r} but its grad is on {g._B!r}; move the grad to the parameter's device."
+                        f"{type(self).__name__}.step: a parameter (names {_names.fmt(p.names)}) is on "
+                        f"{backend_of(p)!r} but its grad is on {backend_of(g)!r}; move the grad to the "
+                        "parameter's device."
                     )
                 todo.append((p, g.array))
             self._update_group(group, todo)
@@ -157,28 +157,27 @@ class Optimizer:
         state = self.state
         for p, grad in todo:
             self._update(p, grad, state[p], group)
-            p._bump()  # graphs that saved the old values must refuse them
+            bump_version(p)  # graphs that saved the old values must refuse them
 
     def _update(self, p: Tensor, grad, state: Dict[str, Any], group: Dict[str, Any]) -> None:
         """Update ``p`` in place from its raw gradient array ``grad`` (subclasses)."""
         raise NotImplementedError
 
     def _follow_params(self) -> None:
-        """Put the state on its parameter's device after ``Module.to`` moved parameters (a step that
-        does not go through :meth:`step` calls this first); one int compare when nothing moved."""
-        if self._moves == backends.moves:
-            return
-        self._moves = backends.moves
+        """Put the state on its parameter's device after ``Module.to`` moved parameters in place (a step
+        that does not go through :meth:`step` calls this first); an identity compare per state tensor
+        when nothing moved."""
         for p, entry in self.state.items():
+            B = backend_of(p)
             for k, v in entry.items():
-                if isinstance(v, Tensor) and v.device != p.device:
-                    entry[k] = Tensor._make(backends.transfer(v.array, v._B, p._B), v._names, p._B)
+                if isinstance(v, Tensor) and backend_of(v) is not B and v.device != p.device:
+                    entry[k] = wrap(backends.transfer(v.array, backend_of(v), B), v.names, B)
 
     @staticmethod
     def _state_tensor(p: Tensor) -> Tensor:
         """A zero state tensor on ``p``'s backend with ``p``'s names."""
-        B = p._B
-        return Tensor._make(B.zeros_like(p.array), p._names, B)
+        B = backend_of(p)
+        return wrap(B.zeros_like(p.array), p.names, B)
 
     # ------------------------------------------------------------------ state dicts
     def _required_state(self, group: Dict[str, Any]) -> Tuple[str, ...]:
@@ -263,10 +262,10 @@ class Optimizer:
                 f"{_names.fmt(p.names)}; the state must have its parameter's names (was the model renamed? "
                 "rename the state's tensors to match)."
             )
-        B, src = p._B, value._B
+        B, src = backend_of(p), backend_of(value)
         data = value.array if src is B else B.asarray(src.to_numpy(value.array))
         dtype = p.dtype if value.dtype.kind == "f" else value.dtype
-        return Tensor._make(B.asarray(data, dtype=dtype, copy=True), p._names, B)
+        return wrap(B.asarray(data, dtype=dtype, copy=True), p.names, B)
 
     def __repr__(self) -> str:
         lines = [type(self).__name__ + " ("]
@@ -288,69 +287,3 @@ def check_number(kind: str, name: str, value: Any, low: float = 0.0, high: Optio
     if math.isnan(value) or value < low or (high is not None and (value >= high if high_open else value > high)):
         top = "" if high is None else f" and {'<' if high_open else '<='} {high}"
         raise ValueError(f"{kind}: invalid {name} {value}: it must be >= {low}{top}.")
-
-
-# ---------------------------------------------------------------------- raw-array arithmetic
-#: elements per chunk: a chunk of every operand of an update (parameter, grad, state, a temporary) stays in
-#: the core's cache through all the update's passes, so they cost arithmetic rather than memory traffic
-CHUNK = 32768
-
-_ELEMENTWISE = ("add", "subtract", "multiply", "divide", "negative", "sqrt", "maximum")
-
-
-class _CopyingOut:
-    """A backend's elementwise functions taking ``out=`` for a backend whose functions do not:
-    the result is computed, then copied into ``out``."""
-
-    def __init__(self, B) -> None:
-        for name in _ELEMENTWISE:
-            setattr(self, name, _copying(B, getattr(B, name)))
-
-
-def _copying(B, fn):
-    def call(*args, out=None):
-        r = fn(*args)
-        if out is None:
-            return r
-        B.setitem(out, Ellipsis, r)
-        return out
-
-    return call
-
-
-_out_ops: Dict[Any, Any] = {}
-
-
-def out_ops(B):
-    """``B``'s elementwise functions, each taking ``out=`` (the backend itself where its functions do)."""
-    if B.supports_out:
-        return B
-    ops = _out_ops.get(B)
-    if ops is None:
-        ops = _out_ops[B] = _CopyingOut(B)
-    return ops
-
-
-def chunks(B, x, grad, states: Sequence):
-    """Matching pieces of a parameter's raw array ``x``, its gradient and its state arrays, with a
-    scratch array the size of the piece for temporaries: one ``(x, grad, states, tmp)`` per piece.
-
-    Where the backend takes ``out=``, large contiguous arrays are cut into flat chunks of ``CHUNK``
-    elements (views: writes land in the buffers; the grad is only read, so it may be a copy);
-    otherwise the whole arrays come as one piece.
-    """
-    shape = x.shape
-    n = math.prod(shape)
-    if n > CHUNK and B.supports_out:
-        whole = (x, *states)
-        flat = [B.reshape(a, (-1,)) for a in whole]
-        if all(B.is_view_of(f, a) for f, a in zip(flat, whole)):  # else non-contiguous: no chunks
-            g = B.reshape(grad, (-1,))
-            tmp = B.empty((CHUNK,), dtype=x.dtype)
-            get = B.getitem
-            for start in range(0, n, CHUNK):
-                k = slice(start, min(n, start + CHUNK))
-                t = tmp if k.stop - start == CHUNK else get(tmp, slice(0, k.stop - start))
-                yield get(flat[0], k), get(g, k), [get(f, k) for f in flat[1:]], t
-            return
-    yield x, grad, states, B.empty(shape, dtype=x.dtype)

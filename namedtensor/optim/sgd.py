@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+from .._internal import backend_of, bump_version
+from ..backends.update_math import chunks, out_ops
 from ..tensor import Tensor
-from .optimizer import Optimizer, Params, check_number, chunks, out_ops
+from .optimizer import Optimizer, Params, check_number
 
 
 class SGD(Optimizer):
@@ -37,7 +39,7 @@ class SGD(Optimizer):
                              f"momentum={group['momentum']}, dampening={group['dampening']}.")
 
     def _update(self, p: Tensor, grad, state: Dict[str, Any], group: Dict[str, Any]) -> None:
-        B = p._B
+        B = backend_of(p)
         momentum = group["momentum"]
         first = False
         states = []
@@ -70,4 +72,4 @@ class SGD(Optimizer):
                 d = F.add(d, F.multiply(b, momentum)) if nesterov else b
             F.subtract(x, F.multiply(d, lr, out=tmp), out=x)  # tmp is d itself or free by now
         if momentum != 0:
-            buf._bump()
+            bump_version(buf)

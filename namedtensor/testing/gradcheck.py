@@ -13,6 +13,7 @@ import random
 from typing import Callable
 
 from .. import _names
+from .._internal import backend_of
 from ..autograd.engine import grad as _grad
 from ..autograd.graph import enable_grad, no_grad
 from ..tensor import Tensor
@@ -57,7 +58,7 @@ def _weighted_sum(outs, weights):
 
 
 def _host(t: Tensor):
-    return t._B.to_numpy(t.detach().array)
+    return backend_of(t).to_numpy(t.detach().array)
 
 
 def gradcheck(fn: Callable, *inputs: Tensor, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 import hypothesis.strategies as st
+import numpy as np
 
 NAME_POOL = ("batch", "seq", "key", "head", "embed", "feat", "chan", "x", "y", "z")
 
@@ -37,10 +38,8 @@ def named_shapes(draw, min_dims: int = 0, max_dims: int = 4, min_side: int = 1, 
 
 
 @st.composite
-def arrays(draw, shape, dtype: str = "float64", low: float = -3.0, high: float = 3.0) -> "numpy.ndarray":
+def arrays(draw, shape, dtype: str = "float64", low: float = -3.0, high: float = 3.0) -> np.ndarray:
     """A NumPy array of ``shape`` (values drawn from a seed, so shrinking stays cheap)."""
-    import numpy as np
-
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     if dtype.startswith("float"):

@@ -1,0 +1,90 @@
+"""The internal surface of the modules above ``ops``: making tensors from raw arrays and back.
+
+``nn``, ``optim``, ``distributed``, ``serialization``, ``data``, ``cuda``, the interop modules
+(``interop``, ``numpy_protocols``, ``display``, ``checking``, ``tracing``) and ``testing`` work on
+raw backend arrays in places (an optimizer step, a DDP bucket, a checkpoint, a device move).  The
+rule: those modules use only this module and the public API (``t.names``, ``t.requires_grad``,
+``t.grad_fn``, ``t.device``, ``t.array``..., and the public functions of ``_names`` and ``_dtypes``),
+never a tensor's private slots or another module's underscore names.  ``tests/test_internal_api.py``
+checks it.
+
+This module belongs to the ``ops`` layer: it imports ``tensor``, ``autograd.mode`` and ``ops``,
+never the modules above.  Each function is one attribute access or call, so hot paths (layers'
+forward, optimizer steps, DDP hooks) pay nothing for going through it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Tuple, Type, TypeVar
+
+from .autograd import mode
+from .autograd.mode import version_counter
+from .backends.base import Backend
+from .ops._common import int_sizes, operand
+from .ops.dtype import _target as parse_to_arg
+from .tensor import Tensor
+
+__all__ = ["wrap", "raw", "backend_of", "bump_version", "replace_array", "check_inplace", "leaf_view",
+           "swap_tracer", "int_sizes", "operand", "parse_to_arg"]
+
+Names = Tuple[Optional[str], ...]
+T = TypeVar("T", bound=Tensor)
+
+_make = Tensor._make
+
+
+def wrap(array: Any, names: Names, backend: Backend) -> Tensor:
+    """A new tensor (a leaf, no grad) around raw ``array`` of ``backend``, named ``names``: a tuple
+    with one name or None per dim, already validated (``_names.validate``)."""
+    return _make(array, names, backend)
+
+
+def raw(t: Tensor) -> Any:
+    """``t``'s raw backend array as stored, not a copy.  A 0-dim result may be stored as a NumPy
+    scalar; ``t.array`` always gives an array of the backend."""
+    return t._data
+
+
+def backend_of(t: Tensor) -> Backend:
+    """The backend of ``t``'s array (its device's namespace of raw-array functions)."""
+    return t._B
+
+
+def bump_version(t: Tensor) -> None:
+    """Count an in-place write into ``t``'s array, so that graphs which saved the old values refuse them."""
+    version_counter(t)[0] += 1
+
+
+def replace_array(t: Tensor, array: Any, backend: Optional[Backend] = None) -> None:
+    """Give ``t`` a new array in place (on ``backend``, default its own): the object stays, so modules and
+    optimizers keep it (``Module.to``).  Counts as an in-place write."""
+    t._data = array
+    if backend is not None:
+        t._B = backend
+    version_counter(t)[0] += 1
+
+
+def check_inplace(t: Tensor, op: str, *others: Any) -> None:
+    """Refuse op ``op`` writing into ``t`` (reading ``others``) while grad mode would lose gradients."""
+    t._check_inplace(op, *others)
+
+
+def leaf_view(source: Tensor, names: Names, cls: Type[T] = Tensor) -> T:
+    """A new leaf of class ``cls`` (``Tensor`` or a subclass) over ``source``'s array, named ``names``
+    (validated), not requiring grad: a view, so in-place edits and version counts show in both."""
+    t = Tensor.__new__(cls)
+    t._data = source._data
+    t._names = names
+    t._B = source._B
+    t._node = None
+    t._rg = False
+    t._vc = version_counter(source)
+    return t
+
+
+def swap_tracer(tracer: Optional[Callable]) -> Optional[Callable]:
+    """Install ``tracer``, called as ``tracer(op, inputs, outputs, params)`` after every op (None: no
+    tracer), and return the one it replaces, to be put back when the recording ends (traces nest)."""
+    previous = mode._tracer
+    mode._tracer = tracer
+    return previous
