@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 import namedtensor as nt  # noqa: E402
 
 try:
-    import torch  # noqa: E402
+    import torch
 except ImportError:
     torch = None
 

@@ -59,11 +59,11 @@ del install_methods, checking, display, interop, numpy_protocols, serialization,
 
 # PyTorch's dtype spellings; defined last, since three of them shadow builtins in this module
 half = float16
-float = float32  # noqa: A001
+float = float32
 double = float64
 long = int64
-int = int32  # noqa: A001
-bool = bool_  # noqa: A001
+int = int32
+bool = bool_
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,5 @@
 """Named[...] annotations and @check_names: accepted calls, rejected calls and their messages."""
-# ruff: noqa: F821, UP037 - the strings in Named["batch", ...] are dim names, not forward references
+# ruff: noqa: F821 - the strings in Named["batch", ...] are dim names, not forward references
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def test_methods_and_forward_references():
             return x.sum("embed")
 
         @check_names
-        def me(self, x: Named["batch"]) -> Layer:  # noqa: F821 - defined later: planned on first call
+        def me(self, x: Named["batch"]) -> Layer:
             return self
 
     layer = Layer()

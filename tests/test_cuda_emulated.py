@@ -14,7 +14,7 @@ import pytest
 
 import cuda_emulator
 from namedtensor.backends import cuda_kernels as ck
-from test_cuda_kernels import *  # noqa: F401,F403  (the tests; the `cp` fixture is replaced below)
+from test_cuda_kernels import *  # noqa: F403  (the tests; the `cp` fixture is replaced below)
 
 if shutil.which("g++") is None:
     pytest.skip("g++ is not on the PATH: the CUDA emulation cannot be built", allow_module_level=True)

@@ -403,8 +403,14 @@ def test_the_same_training_step_on_cpu_and_gpu():
             opt.zero_grad()
             loss.backward()
             opt.step()
+    # Softmax over keys ignores what the key projection's bias adds (q·b is the same for every key), so
+    # that bias's gradient is zero up to rounding, and Adam scales the rounding noise, different on each
+    # device, to steps of ±lr: its gradient must be that noise, every other parameter must agree.
     for (k, a), (_, b) in zip(cpu_model.named_parameters(), gpu_model.named_parameters()):
-        assert_close(b.detach().cpu(), a.detach(), rtol=1e-3, atol=1e-4), k
+        if k.endswith("k_proj.bias"):
+            assert float(a.grad.abs().max()) < 1e-7 and float(b.grad.cpu().abs().max()) < 1e-7, k
+        else:
+            assert_close(b.detach().cpu(), a.detach(), rtol=1e-3, atol=1e-4)
 
 
 def test_module_to_round_trip_and_checkpoint(tmp_path):

@@ -282,13 +282,16 @@ class CupyBackend(Backend):
         return out
 
     def is_pinned(self, a) -> bool:
-        """Whether host array ``a`` lies in page-locked memory made by :meth:`pin`."""
-        pinned = self.xp.cuda.PinnedMemoryPointer
-        while a is not None:
-            if isinstance(a, pinned):
-                return True
-            a = getattr(a, "base", None)
-        return False
+        """Whether host array ``a`` lies in page-locked memory (made by :meth:`pin`, or registered with CUDA).
+
+        Asked of the driver: which Python object owns the buffer (NumPy may keep a ``memoryview`` of
+        CuPy's pinned block as the array's base) says nothing reliable.
+        """
+        a = np.asarray(a)
+        if a.size == 0:
+            return False
+        runtime = self.xp.cuda.runtime
+        return runtime.pointerGetAttributes(a.ctypes.data).type == runtime.memoryTypeHost
 
     def upload(self, x, non_blocking: bool = False, stream=None):
         """A new array on this device holding host array ``x`` (or another GPU's array).

@@ -159,7 +159,7 @@ def _zero_grad(x, y, g: Tensor) -> Tensor:
 
 
 neg = unary("neg", lambda B, x: B.negative(x), lambda x, y, g: -g)
-abs = unary("abs", lambda B, x: B.abs(x), lambda x, y, g: g * x.sign(),  # noqa: A001 - NumPy's spelling
+abs = unary("abs", lambda B, x: B.abs(x), lambda x, y, g: g * x.sign(),
             saves_input=True)
 exp = unary("exp", lambda B, x: B.exp(x), lambda x, y, g: g * y, saves_output=True)
 log = unary("log", lambda B, x: B.log(x), lambda x, y, g: g / x, saves_input=True)
@@ -180,7 +180,7 @@ erf = unary("erf", lambda B, x: B.erf(x), lambda x, y, g: g * (-(x * x)).exp() *
 sign = unary("sign", lambda B, x: B.sign(x), _zero_grad)
 floor = unary("floor", lambda B, x: B.floor(x), _zero_grad)
 ceil = unary("ceil", lambda B, x: B.ceil(x), _zero_grad)
-round = unary("round", lambda B, x: B.round(x), _zero_grad)  # noqa: A001 - NumPy's spelling
+round = unary("round", lambda B, x: B.round(x), _zero_grad)
 reciprocal = unary("reciprocal", lambda B, x: B.divide(1, x), lambda x, y, g: -g * y * y, saves_output=True)
 square = unary("square", lambda B, x: x * x, lambda x, y, g: g * 2 * x, saves_input=True)
 logical_not = unary("logical_not", lambda B, x: B.logical_not(x))
@@ -270,7 +270,7 @@ mul = binary("mul", lambda B, a, b: B.multiply(a, b), lambda a, b, y, g: (g * b,
              reuses="multiply")
 div = binary("div", lambda B, a, b: B.divide(a, b), lambda a, b, y, g: (g / b, -g * y / b), saves_inputs=True,
              saves_output=True, reuses="divide")
-pow = binary("pow", lambda B, a, b: B.pow(a, b), _pow_grads,  # noqa: A001 - NumPy's spelling
+pow = binary("pow", lambda B, a, b: B.pow(a, b), _pow_grads,
              saves_inputs=True, saves_output=True)
 maximum = binary("maximum", lambda B, a, b: B.maximum(a, b), lambda a, b, y, g: _extremum_grads(a, b, g, a > b),
                  saves_inputs=True, reuses="maximum")

@@ -122,7 +122,7 @@ mul_ = _binary_inplace("mul_", "multiply")
 div_ = _binary_inplace("div_", "divide", float_result=True)
 
 
-def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - PyTorch spelling
+def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """In place ``clamp``: limit to ``[min, max]`` (numbers or tensors that fit self); returns self."""
     self._check_inplace("clamp_", min, max)
     if min is None and max is None:

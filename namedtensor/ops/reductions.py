@@ -92,7 +92,7 @@ class _Sum(Op):
         return (_expand_back(g, node),)
 
 
-def sum(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyTorch spelling
+def sum(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Sum over ``dim`` (a name, an int, a tuple of them, or ``None`` for all)."""
     axes, names = _plan(t, dim, keepdim, "sum")
     return apply(_Sum, (t,), names, axes=axes, keepdim=bool(keepdim))
@@ -315,7 +315,7 @@ def _extreme_along(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Val
     return ValuesIndices(squeeze(values, ax), squeeze(at, ax))
 
 
-def max(t: Tensor, dim: Union[Dim, Tensor, None] = None,  # noqa: A001 - PyTorch spelling
+def max(t: Tensor, dim: Union[Dim, Tensor, None] = None,
         keepdim: bool = False) -> Union[Tensor, ValuesIndices]:
     """``t.max()``: the largest value (a 0-dim tensor; ties share the gradient).
     ``t.max(dim)``: ``(values, indices)`` along one dim (the gradient goes to the selected entry).
@@ -327,7 +327,7 @@ def max(t: Tensor, dim: Union[Dim, Tensor, None] = None,  # noqa: A001 - PyTorch
     return _extreme_along(t, dim, keepdim, True, "max")
 
 
-def min(t: Tensor, dim: Union[Dim, Tensor, None] = None,  # noqa: A001 - PyTorch spelling
+def min(t: Tensor, dim: Union[Dim, Tensor, None] = None,
         keepdim: bool = False) -> Union[Tensor, ValuesIndices]:
     """Like :func:`max`, for the smallest value (``t.min(other)`` is :func:`minimum`)."""
     if isinstance(dim, Tensor):
@@ -511,13 +511,13 @@ class _Any(Op):
         return (B.all if every else B.any)(x, axis=axes, keepdims=keepdim)
 
 
-def any(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyTorch spelling
+def any(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Whether any entry over ``dim`` is non-zero (bool; no gradient)."""
     axes, names = _plan(t, dim, keepdim, "any")
     return apply(_Any, (t,), names, axes=axes, keepdim=bool(keepdim), every=False)
 
 
-def all(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyTorch spelling
+def all(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Whether every entry over ``dim`` is non-zero (bool; no gradient)."""
     axes, names = _plan(t, dim, keepdim, "all")
     return apply(_Any, (t,), names, axes=axes, keepdim=bool(keepdim), every=True)

@@ -63,7 +63,7 @@ def argsort(t: Tensor, dim: Dim = -1, descending: bool = False, stable: bool = F
     return _order(t, _names.axis(t._names, dim, "argsort"), descending, stable)
 
 
-def topk(t: Tensor, k: int, dim: Dim = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:  # noqa: A002
+def topk(t: Tensor, k: int, dim: Dim = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:
     """The ``k`` largest (or smallest) entries along ``dim``: ``(values, indices)``, keeping ``t``'s names.
 
     Results always come sorted (``sorted=False`` is accepted for PyTorch compatibility); among
