@@ -19,6 +19,7 @@ names, says which rule broke and suggests the fix.
 from __future__ import annotations
 
 from functools import lru_cache
+from numbers import Integral
 from typing import Hashable, Iterable, Optional, Sequence, Tuple
 
 Name = Optional[str]
@@ -88,6 +89,9 @@ def _validated(names: Names, op: str) -> Names:
             seen.add(n)
     if not any(n is not None for n in names):
         return unnamed(len(names))
+    if not all(n is None or n.__class__ is str for n in names):
+        # a str subclass (np.str_) would be cached and handed to every later call with equal names
+        return tuple(None if n is None else str(n) for n in names)
     return names
 
 
@@ -236,7 +240,7 @@ def axis_or_new(names: Names, dim: Hashable, op: str) -> int:
 
 def axes(names: Names, dims, op: str = "op") -> Tuple[int, ...]:
     """Axes of a dim or a tuple/list of dims; ``None`` means all dims.  No dim may repeat."""
-    return _axes(names, tuple(dims) if isinstance(dims, list) else dims, op)
+    return _axes(names, hashable_dims(dims), op)
 
 
 @_cache
@@ -251,9 +255,54 @@ def _axes(names: Names, dims: Hashable, op: str) -> Tuple[int, ...]:
     return (axis(names, dims, op),)
 
 
+_PLAIN = frozenset({int, str, type(None), type(Ellipsis)})
+
+
+class _Typed(tuple):
+    """A tuple that equals only a tuple holding values of the same types.
+
+    The caches compare keys with ``==``, under which ``(0.0,)`` and ``(True,)`` equal ``(0,)``: a key
+    with such entries is wrapped in this class, so it gets an entry of its own, and the rule (run on
+    the miss) rejects it whatever was called before.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is _Typed and tuple.__eq__(self, other)
+                and all(type(a) is type(b) for a, b in zip(self, other)))
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((tuple(self), tuple(map(type, self))))
+
+
+def _plain(x: object) -> object:
+    """``x`` as a plain ``str`` or ``int`` when it is one in disguise (``np.str_``, ``np.int64``)."""
+    if isinstance(x, str):
+        return str(x)
+    if isinstance(x, Integral) and not isinstance(x, bool):  # NumPy's bool is no Integral
+        return int(x)
+    return x
+
+
 def hashable_dims(dims: Hashable) -> Hashable:
-    """Dims as a hashable key for the caches (lists become tuples)."""
-    return tuple(dims) if isinstance(dims, list) else dims
+    """A user's dims (or names) as a key for the caches whose lookups never depend on call history.
+
+    Lists become tuples; inside a tuple, NumPy's strs and ints become Python's (a name or dim given as
+    ``np.str_`` must not leak into later results), and anything else that is not an int, a str, ``None``
+    or ``...`` (a float, a bool) makes the key a :class:`_Typed` tuple.
+    """
+    if dims.__class__ is list:
+        dims = tuple(dims)
+    elif dims.__class__ is not tuple:
+        return dims
+    if _PLAIN.issuperset(map(type, dims)):
+        return dims
+    dims = tuple(map(_plain, dims))
+    return dims if _PLAIN.issuperset(map(type, dims)) else _Typed(dims)
 
 
 _REDUCE: dict = {}
@@ -670,6 +719,7 @@ def contract(all_names: Tuple[Names, ...], over: Optional[Tuple[str, ...]], out:
         for n in names:
             if n not in seen:
                 seen.append(n)
+    explicit = over is not None
     if over is None:
         over = tuple(n for n in seen if n not in (out or ()))
     for n in over:
@@ -679,6 +729,8 @@ def contract(all_names: Tuple[Names, ...], over: Optional[Tuple[str, ...]], out:
                 f"{op}: cannot contract over {n!r}: no operand has it (operands: "
                 f"{', '.join(fmt(x) for x in all_names)})."
             )
+        if explicit:
+            _require_shared(all_names, n, op)
     if len(set(over)) != len(over):
         raise NamesError(f"{op}: over={over!r} lists a name twice.")
     kept = [n for n in seen if n not in over]
@@ -691,6 +743,20 @@ def contract(all_names: Tuple[Names, ...], over: Optional[Tuple[str, ...]], out:
         kept = list(out)
     ids = {n: i for i, n in enumerate(seen)}
     return (tuple(tuple(ids[n] for n in names) for names in all_names), tuple(ids[n] for n in kept), tuple(kept))
+
+
+def _require_shared(all_names: Tuple[Names, ...], n: str, op: str) -> None:
+    """A dim contracted by name must be in two operands at least: in one alone it would be a plain sum,
+    which is how a typo in one operand's names would turn into a wrong answer instead of an error."""
+    having = [i for i, names in enumerate(all_names) if n in names]
+    if len(having) >= 2:
+        return
+    lacking = ", ".join(f"operand {i} {fmt(names)}" for i, names in enumerate(all_names) if i not in having)
+    raise NamesError(
+        f"{op}: cannot contract over {n!r}: only operand {having[0]} {fmt(all_names[having[0]])} has it; "
+        f"{lacking + ' lacks it' if lacking else 'it is the only operand'}. A dim in over= must be in at least two operands: check the "
+        f"spelling or rename, and to sum one operand's dim write .sum({n!r})."
+    )
 
 
 @_cache

@@ -155,7 +155,7 @@ def _as_tensors(values, fname: str) -> list:
     like = next((v for v in values if isinstance(v, Tensor)), None)
     if like is None:
         raise TypeError(f"np.{fname}: expected a sequence of tensors.")
-    return [operand(v, like) for v in values]
+    return [operand(v, like, f"np.{fname}") for v in values]
 
 
 def _reduction(fname: str, op: Callable) -> Callable:

@@ -423,7 +423,7 @@ def test_numpy_arrays_and_lists_are_unnamed_constants():
         assert_close(out, expected)
     # an unnamed constant still follows rule 2: it is right-aligned, and its None takes any name
     assert (t + np.ones((3, 1, 1))).names == (None, "r", "c")
-    with pytest.raises(TypeError, match="unsupported operand of type str"):
+    with pytest.raises(TypeError, match="add: unsupported operand of type str"):
         t + "x"
 
 

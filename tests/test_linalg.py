@@ -233,8 +233,8 @@ LETTERS = "abcdefghij"
 
 @st.composite
 def dot_cases(draw):
-    """1-3 fully named operands over a few names with fixed sizes; ``over`` a random subset;
-    ``out`` either None or a random order of the kept names."""
+    """1-3 fully named operands over a few names with fixed sizes; ``over`` a random subset of the names
+    that two operands or more share; ``out`` either None or a random order of the kept names."""
     pool = draw(st.permutations(nts.NAME_POOL))[:5]
     sizes = {n: draw(st.integers(1, 3)) for n in pool}
     n_ops = draw(st.integers(1, 3))
@@ -245,7 +245,8 @@ def dot_cases(draw):
     seen = []
     for names in ops:
         seen.extend(n for n in names if n not in seen)
-    over = tuple(n for n in seen if draw(st.booleans()))
+    shared = [n for n in seen if sum(n in names for names in ops) >= 2]
+    over = tuple(n for n in shared if draw(st.booleans()))
     kept = [n for n in seen if n not in over]
     out = tuple(draw(st.permutations(kept))) if draw(st.booleans()) else None
     arrays = [draw(nts.arrays(tuple(sizes[n] for n in names))) for names in ops]
@@ -278,8 +279,23 @@ def test_dot_batch_dims_and_order():
     assert s2.names == ("key", "batch", "seq")
     assert_close(s2.numpy(), np.einsum("bse,bke->kbs", q.numpy(), k.numpy()))
     assert dot([q, k], over=["embed", "batch"]).names == ("seq", "key")
-    total = dot(q, over=("batch", "seq", "embed"))
-    assert total.names == () and abs(total.item() - q.numpy().sum()) < 1e-12
+    assert dot(q, k, over=("batch", "embed")).names == ("seq", "key")
+
+
+@pytest.mark.parametrize("operands, over, fragments", [
+    # a typo in one operand's names: summing w over its 'D' would be a silent wrong answer
+    ([("B", "T", "E"), ("D", "O")], "D", ["cannot contract over 'D'", "only operand 1 ('D', 'O') has it",
+                                          "operand 0 ('B', 'T', 'E') lacks it", ".sum('D')"]),
+    ([("B", "T", "E"), ("E", "O"), ("B", "O")], ("E", "T"), ["over 'T'", "only operand 0",
+                                                              "operand 1 ('E', 'O'), operand 2 ('B', 'O') lacks it"]),
+    ([("batch", "seq")], "seq", ["only operand 0 ('batch', 'seq') has it", "it is the only operand"]),
+])
+def test_dot_over_a_dim_of_one_operand_is_an_error(operands, over, fragments):
+    tensors = [nt.zeros(*(2,) * len(n), names=n) for n in operands]
+    with pytest.raises(nt.NamesError) as e:
+        dot(*tensors, over=over)
+    for f in fragments:
+        assert f in str(e.value)
 
 
 # ----------------------------------------------------------------------------- dot: gradients
@@ -292,11 +308,12 @@ def test_dot_gradcheck():
     assert gradcheck(lambda a, b: dot(a, b, over=("embed", "batch"), out=("key", "seq")), q, k)
 
 
-def test_dot_gradcheck_name_in_one_operand_only():
-    # 'x' is summed in the first operand alone: its gradient is constant along 'x' (a broadcast)
+def test_einsum_gradcheck_name_in_one_operand_only():
+    # einsum says what it sums: 'x' is summed in the first operand alone (dot refuses that), and its
+    # gradient is constant along 'x' (a broadcast)
     a = t64((2, 3), ("x", "y"), 1)
     b = t64((3, 2), ("y", "z"), 2)
-    assert gradcheck(lambda a, b: dot(a, b, over=("x", "y")), a, b)
+    assert gradcheck(lambda a, b: nt.einsum("x y, y z -> z", a, b), a, b)
     c = t64((2,), ("z",), 3)
     assert gradcheck(lambda a, b, c: dot(a, b, c, over=("y",)), a, b, c)
 
@@ -305,7 +322,7 @@ def test_dot_gradgradcheck():
     a = t64((2, 3), ("x", "y"), 1)
     b = t64((3, 2), ("y", "z"), 2)
     assert gradgradcheck(lambda a, b: dot(a, b, over="y"), a, b)
-    assert gradgradcheck(lambda a, b: dot(a, b, over=("x", "y")), a, b)
+    assert gradgradcheck(lambda a, b: nt.einsum("x y, y z -> z", a, b), a, b)
 
 
 def test_dot_mixed_float_widths():
@@ -326,12 +343,13 @@ def test_dot_errors():
         dot(a, nt.ones(2, 3, names=("x", None)), over="x")
     with pytest.raises(nt.NamesError, match=r"dot: cannot contract over 'w': no operand has it"):
         dot(a, over="w")
+    b = nt.ones(3, 4, names=("y", "z"))
     with pytest.raises(nt.NamesError, match=r"dot: out=\('x', 'y'\) must list exactly the dims that are not "
-                                            r"contracted: \('x',\)"):
-        dot(a, over="y", out=("x", "y"))
-    assert dot(a, over="y", out="x").names == ("x",)
+                                            r"contracted: \('x', 'z'\)"):
+        dot(a, b, over="y", out=("x", "y"))
+    assert dot(a, b, over="y", out=("z", "x")).names == ("z", "x")
     with pytest.raises(nt.NamesError, match="lists a name twice"):
-        dot(a, over=("y", "y"))
+        dot(a, b, over=("y", "y"))
     with pytest.raises(ValueError, match=r"dot: dim 'y' has size 3 in the operand with names \('x', 'y'\) "
                                          r"\(shape \(2, 3\)\) but size 4 .*must have one size"):
         dot(a, nt.ones(4, names=("y",)), over="y")

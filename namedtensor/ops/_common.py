@@ -35,7 +35,7 @@ def as_float_tensor(t: Tensor) -> Tensor:
     return t if data is t._data else Tensor._make(data, t._names, B)
 
 
-def operand(x, like: Tensor) -> Union[Tensor, bool, int, float]:
+def operand(x, like: Tensor, op: str) -> Union[Tensor, bool, int, float]:
     """A binary op's other operand: a tensor, a Python scalar (kept raw), or an array (an unnamed constant)."""
     if isinstance(x, Tensor) or x.__class__ in SCALARS:
         return x
@@ -43,7 +43,7 @@ def operand(x, like: Tensor) -> Union[Tensor, bool, int, float]:
     if B.is_array(x) or hasattr(x, "__array__") or isinstance(x, (list, tuple)):
         data = B.asarray(x)
         return Tensor._make(data, _names.unnamed(len(data.shape)), B)
-    raise TypeError(f"unsupported operand of type {type(x).__name__}; expected a Tensor, a number or an array.")
+    raise TypeError(f"{op}: unsupported operand of type {type(x).__name__}; expected a Tensor, a number or an array.")
 
 
 def with_param(op: str, t: Tensor, other: Tensor) -> Tensor:
@@ -104,6 +104,22 @@ def inverse_permutation(perm) -> tuple:
     for i, p in enumerate(perm):
         inverse[p] = i
     return tuple(inverse)
+
+
+def is_bool(value: object) -> bool:
+    """Whether ``value`` is a bool, Python's or NumPy's (NumPy's is no ``int``, and no import is needed)."""
+    return isinstance(value, bool) or (value.__class__.__name__ in ("bool", "bool_")
+                                       and value.__class__.__module__ == "numpy")
+
+
+def flag(value: object, name: str, op: str) -> bool:
+    """A bool argument (``keepdim``, ``descending``...) as a Python bool: ``keepdim="yes"`` would be true
+    and ``keepdim=[]`` false, so anything but a bool (Python's or NumPy's) is refused."""
+    if value.__class__ is bool:
+        return value
+    if is_bool(value):
+        return bool(value)
+    raise TypeError(f"{op}: {name} must be a bool, got {type(value).__name__} {value!r}.")
 
 
 def int_sizes(args, op: str, nonnegative: bool = False) -> tuple:

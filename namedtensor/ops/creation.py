@@ -8,11 +8,13 @@ Python floats become ``float32`` (the default), Python ints ``int64``.
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Callable, Optional, Sequence
 
 from .. import _dtypes, _names, backends
 from ..tensor import Tensor
-from ._common import int_sizes, tensor_arg
+from ._common import int_sizes, is_bool, tensor_arg
 
 
 def _backend(device, data=None):
@@ -120,12 +122,27 @@ def _shape_and_names(shape, names, op: str):
     return int_sizes(shape, op, nonnegative=True), names
 
 
+def _allocated(op: str, shape: tuple, dt, make: Callable[[], object]):
+    """``make()``, the array of ``shape`` and ``dt``, with a failure to allocate said in the op's terms (NumPy's
+    own message names neither the function nor the argument)."""
+    try:
+        return make()
+    except MemoryError:
+        size = math.prod(shape) * dt.itemsize
+        raise MemoryError(f"{op}: not enough memory for a tensor of shape {shape} and dtype {dt.name} "
+                          f"({size / 2**30:,.1f} GiB).") from None
+    except ValueError as e:
+        if "too big" not in str(e) and "maximum" not in str(e):
+            raise
+        raise ValueError(f"{op}: a tensor of shape {shape} is too large to exist ({e}).") from None
+
+
 def _factory(name: str, make) -> Callable[..., Tensor]:
     def fn(*shape, names: Optional[Sequence] = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
         shape, names = _shape_and_names(shape, names, name)
         B = _backend(device)
         dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.default_float
-        return _finish(make(B, shape, dt), names, B, requires_grad, name)
+        return _finish(_allocated(name, shape, dt, lambda: make(B, shape, dt)), names, B, requires_grad, name)
 
     fn.__name__ = name
     return fn
@@ -153,8 +170,28 @@ def full(shape, fill_value, names=None, dtype=None, device=None, requires_grad: 
     """A tensor filled with ``fill_value`` (its dtype follows the value unless ``dtype=``)."""
     shape, names = _shape_and_names((shape,), names, "full")
     B = _backend(device)
+    fill_value = _fill_value(fill_value, "full")
     dt = _dtypes.as_dtype(dtype) if dtype is not None else _scalar_dtype(fill_value)
-    return _finish(B.full(shape, fill_value, dtype=B.native(dt)), names, B, requires_grad, "full")
+    data = _allocated("full", shape, dt, lambda: B.full(shape, fill_value, dtype=B.native(dt)))
+    return _finish(data, names, B, requires_grad, "full")
+
+
+def _int_arg(v, what: str, op: str) -> int:
+    if is_bool(v) or not hasattr(v, "__index__"):
+        raise TypeError(f"{op}: {what} must be an int, got {type(v).__name__} {v!r}.")
+    return int(v.__index__())
+
+
+def _fill_value(v, op: str):
+    """A fill value as a Python bool, int or float (``None`` would fill with NaN, a str fail inside NumPy,
+    and a backend other than NumPy takes only Python scalars)."""
+    if is_bool(v):
+        return bool(v)
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        return float(v)
+    raise TypeError(f"{op}: fill_value must be a number or a bool, got {type(v).__name__} {v!r}.")
 
 
 def _scalar_dtype(v):
@@ -169,6 +206,9 @@ def arange(start, end=None, step=1, names=None, dtype=None, device=None, require
     """``[start, end)`` by ``step``: int64 for ints, float32 when any bound is a float."""
     if end is None:
         start, end = 0, start
+    for what, v in (("start", start), ("end", end), ("step", step)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"arange: {what} must be a number, got {type(v).__name__} {v!r}.")
     if step == 0:
         raise ValueError("arange: step must not be 0.")
     B = _backend(device)
@@ -176,23 +216,31 @@ def arange(start, end=None, step=1, names=None, dtype=None, device=None, require
         dt = _dtypes.default_float if any(isinstance(v, float) for v in (start, end, step)) else _dtypes.default_int
     else:
         dt = _dtypes.as_dtype(dtype)
-    data = B.arange(start, end, step, dtype=B.native(dt))
+    shape = (max(0, math.ceil((end - start) / step)),)
+    data = _allocated("arange", shape, dt, lambda: B.arange(start, end, step, dtype=B.native(dt)))
     return _finish(data, names, B, requires_grad, "arange")
 
 
 def linspace(start, end, steps: int, names=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    for what, v in (("start", start), ("end", end)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"linspace: {what} must be a number, got {type(v).__name__} {v!r}.")
+    steps = _int_arg(steps, "steps", "linspace")
+    if steps < 0:
+        raise ValueError(f"linspace: steps must be >= 0, got {steps}.")
     B = _backend(device)
     dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.default_float
-    data = B.linspace(start, end, int(steps), dtype=B.native(dt))
+    data = _allocated("linspace", (steps,), dt, lambda: B.linspace(start, end, steps, dtype=B.native(dt)))
     return _finish(data, names, B, requires_grad, "linspace")
 
 
 def eye(n: int, m: Optional[int] = None, names=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """The ``n x m`` identity matrix."""
+    n, m = int_sizes((n, n if m is None else m), "eye", nonnegative=True)
     B = _backend(device)
     dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.default_float
-    data = B.eye(int(n), None if m is None else int(m), dtype=B.native(dt))
+    data = _allocated("eye", (n, m), dt, lambda: B.eye(n, m, dtype=B.native(dt)))
     return _finish(data, names, B, requires_grad, "eye")
 
 
@@ -204,14 +252,19 @@ def randint(low, high=None, size=(), names=None, dtype=None, device=None) -> Ten
             size = high
         low, high = 0, low
     shape, names = _shape_and_names((size,), names, "randint")
+    low, high = _int_arg(low, "low", "randint"), _int_arg(high, "high", "randint")
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low}).")
     B = _backend(device)
     dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.default_int
-    if dt.kind == "i":
-        data = B.randint(low, high, shape, dt)
-    else:
-        data = B.astype(B.randint(low, high, shape, _dtypes.int64), B.native(dt))
+    drawn = dt if dt.kind == "i" else _dtypes.int64
+    lowest, highest = -(2 ** (8 * drawn.itemsize - 1)), 2 ** (8 * drawn.itemsize - 1) - 1
+    if low < lowest or high - 1 > highest:
+        raise ValueError(f"randint: [low, high) = [{low}, {high}) is out of the range of {drawn.name} "
+                         f"([{lowest}, {highest}]).")
+    data = _allocated("randint", shape, drawn, lambda: B.randint(low, high, shape, drawn))
+    if drawn is not dt:
+        data = B.astype(data, B.native(dt))
     return _finish(data, names, B, False, "randint")
 
 
@@ -220,7 +273,9 @@ def _like(name: str, make) -> Callable[..., Tensor]:
         tensor_arg(t, name)
         B = t._B if device is None else _backend(device)
         dt = _dtypes.as_dtype(dtype) if dtype is not None else t.dtype
-        data = make(B, t.shape, dt, *args)
+        if make is _full:
+            args = (_fill_value(args[0], name),) + args[1:] if args else args
+        data = _allocated(name, t.shape, dt, lambda: make(B, t.shape, dt, *args))
         return _finish(data, t._names if names is None else names, B, requires_grad, name)
 
     fn.__name__ = name
@@ -231,7 +286,11 @@ def _like(name: str, make) -> Callable[..., Tensor]:
 zeros_like = _like("zeros_like", lambda B, s, dt: B.zeros(s, dtype=B.native(dt)))
 ones_like = _like("ones_like", lambda B, s, dt: B.ones(s, dtype=B.native(dt)))
 empty_like = _like("empty_like", lambda B, s, dt: B.empty(s, dtype=B.native(dt)))
-full_like = _like("full_like", lambda B, s, dt, v: B.full(s, v, dtype=B.native(dt)))
+def _full(B, shape, dt, v):
+    return B.full(shape, v, dtype=B.native(dt))
+
+
+full_like = _like("full_like", _full)
 rand_like = _like("rand_like", lambda B, s, dt: B.rand(s, _float_only(dt, "rand_like")))
 randn_like = _like("randn_like", lambda B, s, dt: B.randn(s, _float_only(dt, "randn_like")))
 

@@ -108,10 +108,10 @@ def _operands(name: str, a, b):
     """``(a, b, names)``: the operands, one of them a tensor (the other a scalar or an unnamed tensor from
     an array), and the output names (rule 2)."""
     if isinstance(a, Tensor):
-        b = operand(b, a)
+        b = operand(b, a, name)
         return a, b, (unify(a._names, b._names, name) if isinstance(b, Tensor) else a._names)
     if isinstance(b, Tensor):
-        a = operand(a, b)
+        a = operand(a, b, name)
         return a, b, (unify(a._names, b._names, name) if isinstance(a, Tensor) else b._names)
     raise TypeError(f"{name}: at least one operand must be a Tensor, got {type(a).__name__} and {type(b).__name__}.")
 
@@ -320,11 +320,11 @@ def where(cond: Tensor, a: Any, b: Any) -> Tensor:
     like = cond if isinstance(cond, Tensor) else a if isinstance(a, Tensor) else b
     if not isinstance(like, Tensor):
         raise TypeError("where: at least one operand must be a Tensor.")
-    cond = operand(cond, like)
+    cond = operand(cond, like, "where")
     if not isinstance(cond, Tensor):
         raise TypeError("where: cond must be a boolean tensor.")
-    a = operand(a, like)
-    b = operand(b, like)
+    a = operand(a, like, "where")
+    b = operand(b, like, "where")
     names = cond._names
     for x in (a, b):
         if isinstance(x, Tensor):

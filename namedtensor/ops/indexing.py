@@ -579,7 +579,7 @@ def masked_args(t: Tensor, mask: Any, value: Any, op: str) -> tuple:
     tensor_arg(t, op)
     if mask.__class__ in SCALARS:
         raise TypeError(f"{op}: the mask must be a boolean tensor or array, got {type(mask).__name__}.")
-    mask = operand(mask, t)
+    mask = operand(mask, t, op)
     if mask._B is not t._B:
         _common_backend(op, t, mask)
     if mask.dtype.kind != "b":

@@ -66,7 +66,7 @@ def _other(t: Tensor, other, names, op: str):
     if number is not None:
         check_value_kind(t.dtype, scalar_kind(number), op)
         return number, names
-    other = operand(other, t)
+    other = operand(other, t, op)
     if other._B is not t._B and t.device != "meta":  # a meta tensor (dry run) takes any operand's shape
         raise _device_error(op, t, other)
     names = _names.inplace(names, other._names, op)
@@ -197,7 +197,7 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
         check_value_kind(self.dtype, scalar_kind(number), "setitem")
         _write(self, raw, number, "setitem")
         return
-    value = operand(value, self)
+    value = operand(value, self, "setitem")
     if value._B is not self._B and self.device != "meta":
         raise _device_error("setitem", self, value)
     names = _names.setitem(self._names, tokens, value._names, "setitem")

@@ -42,7 +42,7 @@ def _as_operand(x, like: Optional[Tensor], op: str) -> Tensor:
         return x
     if like is None:
         raise TypeError(f"{op}: expected Tensors, got {type(x).__name__}.")
-    x = operand(x, like)
+    x = operand(x, like, op)
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: operands need at least 1 dim, got the scalar {x!r}; use * to scale a tensor.")
     return x

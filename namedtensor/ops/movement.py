@@ -27,8 +27,8 @@ Dim = Union[str, int]
 def _dims(dims) -> tuple:
     """``f(0, 1)``, ``f((0, 1))`` and ``f("seq")`` alike, as a tuple."""
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
-        return tuple(dims[0])
-    return tuple(dims)
+        dims = dims[0]
+    return _names.hashable_dims(tuple(dims))
 
 
 # ----------------------------------------------------------------------------- flip / roll

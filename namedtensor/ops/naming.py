@@ -17,11 +17,16 @@ from ..tensor import Tensor
 from ._common import inverse_permutation, tensor_arg, with_names
 
 
-def _one_sequence(names: tuple) -> tuple:
+def _one_sequence(items: tuple) -> tuple:
     """``f(("a", "b"))`` means ``f("a", "b")`` (a list is no name, and is unhashable for the caches)."""
-    if len(names) == 1 and isinstance(names[0], (list, tuple)):
-        return tuple(names[0])
-    return names
+    if len(items) == 1 and isinstance(items[0], (list, tuple)):
+        return tuple(items[0])
+    return items
+
+
+def _dims(dims: tuple) -> tuple:
+    """Names or dims given as ``f("a", "b")`` or ``f(("a", "b"))``, as a key for the name rules' caches."""
+    return _names.hashable_dims(_one_sequence(dims))
 
 
 def rename(t: Tensor, *names, **rename_map) -> Tensor:
@@ -31,7 +36,7 @@ def rename(t: Tensor, *names, **rename_map) -> Tensor:
         raise _names.NamesError(
             "rename: give either positional names (t.rename('a', 'b')) or a mapping (t.rename(a='x')), not both."
         )
-    names = _one_sequence(names)
+    names = _dims(names)
     if rename_map:
         new = _names.rename_mapping(t._names, tuple(rename_map.items()), "rename")
     elif len(names) == 1 and names[0] is None:
@@ -43,7 +48,7 @@ def rename(t: Tensor, *names, **rename_map) -> Tensor:
 
 def refine_names(t: Tensor, *names) -> Tensor:
     """Name unnamed dims (``None`` -> any name); named dims must keep their name. ``...`` for the rest."""
-    return with_names(t, _names.refine(t._names, _one_sequence(names), "refine_names"))
+    return with_names(t, _names.refine(t._names, _dims(names), "refine_names"))
 
 
 class _Align(Op):
@@ -106,7 +111,7 @@ class _Gather(Op):
 
 def align_to(t: Tensor, *names) -> Tensor:
     """Reorder dims by name; names ``t`` lacks become size-1 dims; ``...`` stands for the rest."""
-    source, out = _names.align_to(t._names, _one_sequence(names), "align_to")
+    source, out = _names.align_to(t._names, _dims(names), "align_to")
     return _align(t, source, out)
 
 
@@ -148,7 +153,7 @@ def _permute(t: Tensor, perm, names) -> Tensor:
 
 def permute(t: Tensor, *dims) -> Tensor:
     """Reorder dims, given by name or position (``...`` with names: the rest, in order)."""
-    perm, names = _names.permute(t._names, _one_sequence(dims), "permute")
+    perm, names = _names.permute(t._names, _dims(dims), "permute")
     return _permute(t, perm, names)
 
 

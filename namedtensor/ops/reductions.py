@@ -28,7 +28,7 @@ from typing import Optional, Sequence, Union
 from .. import _names
 from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
-from ._common import as_float_tensor, inverse_permutation, with_names
+from ._common import as_float_tensor, flag, inverse_permutation, with_names
 from .elementwise import maximum, minimum, where
 from .indexing import gather
 from .shape import _broadcast_plain, _unsqueeze_axes, squeeze
@@ -44,7 +44,7 @@ __all__ = [
 
 
 def _plan(t: Tensor, dim, keepdim: bool, op: str):
-    return _names.reduce(t._names, _names.hashable_dims(dim), bool(keepdim), op)
+    return _names.reduce(t._names, _names.hashable_dims(dim), flag(keepdim, "keepdim", op), op)
 
 
 def _expand_back(g: Tensor, node) -> Tensor:
@@ -306,6 +306,7 @@ def amin(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
 
 
 def _extreme_along(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> ValuesIndices:
+    keepdim = flag(keepdim, "keepdim", op)
     ax = _one_axis(t, dim, op)
     _nonempty(t, (ax,), op)
     at = apply(_Argmax, (t,), t._names, axis=ax, keepdim=True, largest=largest)
@@ -351,6 +352,7 @@ class _Argmax(Op):
 
 def _arg_extreme(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
     if dim is None:
+        keepdim = flag(keepdim, "keepdim", op)
         _nonempty(t, range(t.ndim), op)
         names = t._names if keepdim else ()
         return apply(_Argmax, (t,), names, axis=None, keepdim=bool(keepdim), largest=largest)
@@ -395,24 +397,31 @@ def _correction(unbiased: Optional[bool], correction, op: str):
     if unbiased is not None and correction is not None:
         raise TypeError(f"{op}: give correction= or unbiased=, not both.")
     if unbiased is not None:
-        return 1 if unbiased else 0
-    return 1 if correction is None else correction
+        return 1 if flag(unbiased, "unbiased", op) else 0
+    if correction is None:
+        return 1
+    if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
+        raise TypeError(f"{op}: correction must be a number, got {type(correction).__name__} {correction!r}.")
+    return correction
+
+
+def _variance(t: Tensor, dim: Dims, unbiased: Optional[bool], keepdim: bool, correction, op: str) -> Tensor:
+    c = _correction(unbiased, correction, op)
+    axes, names = _plan(t, dim, keepdim, op)
+    return apply(_Var, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim), correction=c)
 
 
 def var(t: Tensor, dim: Dims = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
         correction: Optional[float] = None) -> Tensor:
     """Variance over ``dim``, dividing by ``N - correction`` (default 1, Bessel's correction;
     ``unbiased=False`` means ``correction=0``).  Integer tensors are computed in float64."""
-    c = _correction(unbiased, correction, "var")
-    axes, names = _plan(t, dim, keepdim, "var")
-    return apply(_Var, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim), correction=c)
+    return _variance(t, dim, unbiased, keepdim, correction, "var")
 
 
 def std(t: Tensor, dim: Dims = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
         correction: Optional[float] = None) -> Tensor:
     """Standard deviation over ``dim``: ``var(...).sqrt()`` with the same arguments."""
-    c = _correction(unbiased, correction, "std")
-    return var(t, dim, keepdim=keepdim, correction=c).sqrt()
+    return _variance(t, dim, unbiased, keepdim, correction, "std").sqrt()
 
 
 # ----------------------------------------------------------------------------- logsumexp, norm

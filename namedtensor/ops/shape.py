@@ -115,7 +115,7 @@ def flatten(t: Tensor, start_dim: Union[Dim, Sequence[Dim]] = 0, end_dim: Union[
     A 0-dim tensor flattens to one dim of size 1.  The result is a view where the backend can.
     """
     if isinstance(start_dim, (tuple, list)):
-        dims = tuple(start_dim)
+        dims = _names.hashable_dims(tuple(start_dim))
         if isinstance(end_dim, str) or end_dim is None:
             if out_name is not None:
                 raise TypeError("flatten(dims, out_name): out_name was given twice.")

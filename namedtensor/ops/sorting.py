@@ -16,6 +16,7 @@ from typing import NamedTuple, Optional, Union
 from .. import _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
+from ._common import flag
 from .indexing import gather
 
 Dim = Union[str, int]
@@ -54,13 +55,14 @@ def sort(t: Tensor, dim: Dim = -1, descending: bool = False, stable: bool = Fals
     With ``stable=True`` equal values keep their order; NaN sorts as the largest value.
     """
     ax = _names.axis(t._names, dim, "sort")
-    idx = _order(t, ax, descending, stable)
+    idx = _order(t, ax, flag(descending, "descending", "sort"), flag(stable, "stable", "sort"))
     return ValuesIndices(gather(t, ax, idx), idx)
 
 
 def argsort(t: Tensor, dim: Dim = -1, descending: bool = False, stable: bool = False) -> Tensor:
     """The int64 indices that sort ``t`` along ``dim``; keeps ``t``'s names (no gradient)."""
-    return _order(t, _names.axis(t._names, dim, "argsort"), descending, stable)
+    return _order(t, _names.axis(t._names, dim, "argsort"), flag(descending, "descending", "argsort"),
+                  flag(stable, "stable", "argsort"))
 
 
 def topk(t: Tensor, k: int, dim: Dim = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:
@@ -70,6 +72,7 @@ def topk(t: Tensor, k: int, dim: Dim = -1, largest: bool = True, sorted: bool = 
     equal values the first ones win.
     """
     ax = _names.axis(t._names, dim, "topk")
+    largest, _ = flag(largest, "largest", "topk"), flag(sorted, "sorted", "topk")
     if isinstance(k, bool) or not hasattr(k, "__index__"):
         raise TypeError(f"topk: k must be an int, got {type(k).__name__} {k!r}.")
     k = operator.index(k)
