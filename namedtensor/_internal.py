@@ -83,8 +83,7 @@ def leaf_view(source: Tensor, names: Names, cls: Type[T] = Tensor) -> T:
 
 
 def swap_tracer(tracer: Optional[Callable]) -> Optional[Callable]:
-    """Install ``tracer``, called as ``tracer(op, inputs, outputs, params)`` after every op (None: no
-    tracer), and return the one it replaces, to be put back when the recording ends (traces nest)."""
-    previous = mode._tracer
-    mode._tracer = tracer
-    return previous
+    """Install ``tracer``, called as ``tracer(op, inputs, outputs, params)`` after every op of this
+    thread (None: no tracer), and return the one it replaces, to be put back when the recording ends
+    (traces nest)."""
+    return mode.swap_tracer(tracer)

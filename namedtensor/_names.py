@@ -681,6 +681,12 @@ def matmul(a: Names, b: Names, op: str = "matmul") -> Names:
         )
     if len(a) == 1 and len(b) == 1:
         return ()
+    # the contracted dim of one operand may share its name only with the contracted dim of the other
+    rest_b = b[:-2] + b[-1:] if len(b) >= 2 else ()
+    for k, rest in ((ka, rest_b), (kb, a[:-1])):
+        if k is not None and k in rest:
+            raise _misaligned(op, a, b, k, "The contracted dim of one operand has the name of another dim of the "
+                                           "other; rename one of them, or use nt.dot to contract by name.")
     if len(b) == 1:
         out = a[:-1]
         return validate(out, len(out), op)

@@ -1,13 +1,14 @@
 """Checkpoints: ``nt.save(obj, path)`` and ``nt.load(path)``, in the safetensors format.
 
 What can be saved: a Tensor, or dicts (``str`` or ``int`` keys), lists and tuples nesting Tensors
-and plain values (``int``, ``float``, ``bool``, ``str``, ``None``): a ``Module.state_dict()`` (flat
-``"layer.weight"`` keys), an optimizer's state dict (``int`` keys, lists of hyperparameter dicts), or
-both in one dict.  Loading gives back the same structure: key types, ``list`` vs ``tuple``, order,
-every tensor's names, dtype and shape (0-dim and empty included).  Dict, list and tuple subclasses
-load as the plain type; a :class:`~namedtensor.nn.Parameter` loads as a Tensor (``load_state_dict``
-copies it into the parameter); a tensor that requires grad is saved detached.  The same Tensor object
-at several places (tied weights) is stored once and loads as one object at all of them.
+and plain values (``int``, ``float``, ``bool``, ``str``, ``None``), at most 100 containers deep: a
+``Module.state_dict()`` (flat ``"layer.weight"`` keys), an optimizer's state dict (``int`` keys, lists
+of hyperparameter dicts), or both in one dict.  Loading gives back the same structure: key types,
+``list`` vs ``tuple``, order, every tensor's names, dtype and shape (0-dim and empty included).  Dict,
+list and tuple subclasses load as the plain type; a :class:`~namedtensor.nn.Parameter` loads as a
+Tensor (``load_state_dict`` copies it into the parameter); a tensor that requires grad is saved
+detached.  The same Tensor object at several places (tied weights) is stored once and loads as one
+object at all of them.
 
 The file is a plain safetensors file, so other tools read the arrays
 (``safetensors.numpy.load_file(path)``):
@@ -16,41 +17,65 @@ The file is a plain safetensors file, so other tools read the arrays
   (``"encoder.layer.weight"``, ``"state.0.exp_avg"``; a bare tensor is ``"tensor"``).  When two paths
   would give the same key (``{"a": {"b": x}, "a.b": y}``, or ``{0: x, "0": y}``), every key is
   written instead as its path in JSON (``'["a","b"]'``), which cannot collide.
-* ``__metadata__["namedtensor"]`` is a JSON document: ``{"format": "namedtensor", "version": 1,
-  "names": {key: [dim names]}, "structure": ...}`` where the structure is a tree of tagged nodes
-  (``{"tensor": key}``, ``{"dict": [[key, node], ...]}``, ``{"list": [...]}``, ``{"tuple": [...]}``,
-  ``{"value": v}``, and ``{"float": "nan" | "inf" | "-inf"}`` since JSON has no such numbers), plus
-  ``"crc32": {key: CRC-32 of the tensor's bytes}``; ``__metadata__["namedtensor_crc32"]`` is the
-  document's own CRC-32.  The checksums catch corruption the format cannot see (a flipped bit in the
-  data or in a dim name), so a damaged checkpoint raises instead of loading wrong tensors.
+* ``__metadata__["namedtensor"]`` is a JSON document: ``{"format": "namedtensor", "version": 2,
+  "names": {key: [dim names]}, "dtypes": {key: safetensors dtype}, "shapes": {key: shape},
+  "crc32": {key: CRC-32 of the tensor's bytes}, "structure": ...}`` where the structure is a tree of
+  tagged nodes (``{"tensor": key}``, ``{"dict": [[key, node], ...]}``, ``{"list": [...]}``,
+  ``{"tuple": [...]}``, ``{"value": v}``, and ``{"float": "nan" | "inf" | "-inf"}`` since JSON has no
+  such numbers); ``__metadata__["namedtensor_crc32"]`` is the document's own CRC-32.  Every byte
+  that decides a tensor is covered: the data by their CRC-32, the names and the structure by the
+  document's, and each tensor's header entry by the dtype and shape the document repeats (its
+  offsets select the bytes the data CRC-32 checks), so a flipped bit or an edited header raises
+  instead of loading wrong tensors.  Files of format version 1 (no ``"dtypes"``, ``"shapes"``) still
+  load, without the check of their header entries.
 
-A safetensors file written by another tool (no namedtensor metadata) loads as a flat dict
+A plain safetensors file written by another tool (no namedtensor metadata) loads as a flat dict
 ``{key: unnamed tensor}`` in key order; name the dims with ``refine_names`` or let
-``load_state_dict`` match them.
+``load_state_dict`` match them.  A file whose metadata has either namedtensor entry claims to be a
+checkpoint, and any failed check of it is an error.
 
-Writing is atomic: the bytes go to a temporary file next to ``path``, are flushed and fsynced, and
-the temporary replaces ``path`` in one ``os.replace``; a failure at any point removes the temporary
-and leaves the previous file untouched.  Reading checks the header before trusting it: a truncated,
-corrupted or foreign file raises a ``ValueError`` that names the file and what is wrong.
+Reading checks the file before trusting it, and parses the header itself before safetensors does:
+anything that is not a regular file (a FIFO would block), a header over 100 MB, JSON nested deeper
+than the format needs (a header 8 levels, the document what 100 levels of containers need), a key
+twice in one JSON object, a tensor of more than 64 dims are each a ``ValueError`` that names the
+file and what is wrong, as are truncated, corrupted or inconsistent files.
+
+Writing is atomic: the bytes go to a temporary file ``.<name>.<pid>.<random>.tmp`` next to the
+target, are flushed and fsynced, and the temporary replaces the target in one ``os.replace``; a
+failure at any point removes the temporary and leaves the previous file untouched.  A save through a
+symlink writes the link's target and keeps the link; saving over a file keeps its permission bits.
+A process killed mid-save (``kill -9``, a power cut) cannot remove its temporary, so each save first
+removes the stale temporaries of its target: a save holds an ``flock`` on its temporary from before
+its first byte until the rename, so an unlocked temporary with data is debris, and so is an empty
+one whose process is gone (where there is no ``flock``, on Windows, nothing is removed).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
+import re
 import secrets
+import stat
 import zlib
-from typing import Any, Dict, List, Tuple, Union
+from collections import Counter
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import _dtypes, _names, backends
 from ._internal import backend_of, wrap
 from .tensor import Tensor
 
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 FORMAT = "namedtensor"
-VERSION = 1
+VERSION = 2  # 2 added "dtypes" and "shapes"; files of version 1 still load
 _META_KEY = "namedtensor"  # the entry of safetensors' __metadata__ holding the JSON document
 _CRC_KEY = "namedtensor_crc32"  # the entry holding the document's CRC-32
 _BARE_KEY = "tensor"  # the key of a Tensor saved on its own
@@ -58,9 +83,17 @@ _BARE_KEY = "tensor"  # the key of a Tensor saved on its own
 # safetensors dtype strings of the dtypes namedtensor has, and the ones the format knows but we lack
 _FROM_ST = {"F16": _dtypes.float16, "F32": _dtypes.float32, "F64": _dtypes.float64, "I32": _dtypes.int32,
             "I64": _dtypes.int64, "BOOL": _dtypes.bool_}
+_TO_ST = {d.name: st for st, d in _FROM_ST.items()}
 _OTHER_ST = {"BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "E8M0", "I8", "U8", "I16",
              "U16", "U32", "U64", "C64"}
+
+# Limits that keep a crafted file from exhausting the stack or memory before a check can refuse it.
 _HEADER_LIMIT = 100_000_000  # safetensors' own bound on the header size
+_MAX_NESTING = 100  # dicts, lists and tuples inside one another in a checkpoint
+_DOC_DEPTH = 2 + 3 * _MAX_NESTING  # JSON depth of the document of such a checkpoint (a dict adds 3)
+_HEADER_DEPTH = 8  # a safetensors header needs 3: {key: {"shape": [...]}}
+_MAX_DIMS = 64  # NumPy's
+_MAX_BYTES = 2**63 - 1  # NumPy's bound on an array's size in bytes, 0-size dims aside
 
 
 # ----------------------------------------------------------------------------- save
@@ -68,29 +101,39 @@ _HEADER_LIMIT = 100_000_000  # safetensors' own bound on the header size
 
 def save(obj: Any, path: PathLike) -> None:
     """Write ``obj`` (a Tensor, or dicts/lists/tuples of Tensors and plain values) to ``path`` as a
-    safetensors file, atomically: the previous file at ``path`` survives any failure."""
+    safetensors file, atomically: the previous file at ``path`` survives any failure.  Through a
+    symlink the link's target is written; an existing file keeps its permission bits."""
     from safetensors.numpy import save as st_save
 
     path = os.fspath(path)
     slots: List[Tuple[tuple, Tensor]] = []  # (path in the structure, tensor), one per distinct tensor
     structure = _encode(obj, (), slots, {}, set())
     keys = _tensor_keys([p for p, _ in slots])
-    arrays, names, crcs = {}, {}, {}
-    for key, (_, t) in zip(keys, slots):
-        a = backend_of(t).to_numpy(t.array)
-        # safetensors copies raw memory from the array's pointer: it must be C-ordered
-        arrays[key] = a = a if a.flags.c_contiguous else a.copy()
-        names[key] = list(t.names)
-        crcs[key] = zlib.crc32(a)
-    doc = {"format": FORMAT, "version": VERSION, "names": names, "crc32": crcs,
-           "structure": _with_keys(structure, keys)}
+    arrays, records = _records(keys, [t for _, t in slots])
+    doc = {"format": FORMAT, "version": VERSION, **records, "structure": _with_keys(structure, keys)}
     text = json.dumps(doc, allow_nan=False)
     data = st_save(arrays, metadata={_META_KEY: text, _CRC_KEY: _crc_text(text)})
     _atomic_write(path, data)
 
 
+def _records(keys: List[str], tensors: List[Tensor]) -> Tuple[dict, dict]:
+    """The NumPy arrays to write, and what the document records of each: names, dtype, shape, CRC-32."""
+    arrays: dict = {}
+    records: Dict[str, dict] = {"names": {}, "dtypes": {}, "shapes": {}, "crc32": {}}
+    for key, t in zip(keys, tensors):
+        a = backend_of(t).to_numpy(t.array)
+        # safetensors copies raw memory from the array's pointer: it must be C-ordered
+        arrays[key] = a = a if a.flags.c_contiguous else a.copy()
+        records["names"][key] = list(t.names)
+        records["dtypes"][key] = _TO_ST[a.dtype.name]
+        records["shapes"][key] = list(a.shape)
+        records["crc32"][key] = zlib.crc32(a)
+    return arrays, records
+
+
 def _crc_text(text: str) -> str:
-    return f"{zlib.crc32(text.encode('utf-8')):08x}"
+    # what save writes is ASCII; a crafted document may hold lone surrogates, which still have bytes
+    return f"{zlib.crc32(text.encode('utf-8', 'surrogatepass')):08x}"
 
 
 def _type_name(x: Any) -> str:
@@ -123,29 +166,38 @@ def _encode(x: Any, path: tuple, slots: list, seen: Dict[int, int], open_: set) 
             return {"value": x}
         return {"float": "nan" if x != x else ("inf" if x > 0 else "-inf")}
     if isinstance(x, (dict, list, tuple)):
-        if id(x) in open_:
-            raise ValueError(f"save: {_where(path)} contains itself; a checkpoint must be a tree.")
-        open_.add(id(x))
-        if isinstance(x, dict):
-            items = []
-            for k, v in x.items():
-                if isinstance(k, bool) or not isinstance(k, (str, int)):
-                    raise TypeError(
-                        f"save: the key {k!r} in {_where(path)} is a {_type_name(k)}; "
-                        "checkpoint dicts take str or int keys."
-                    )
-                k = str(k) if isinstance(k, str) else int(k)
-                items.append([k, _encode(v, path + (k,), slots, seen, open_)])
-            node = {"dict": items}
-        else:
-            kind = "list" if isinstance(x, list) else "tuple"
-            node = {kind: [_encode(v, path + (i,), slots, seen, open_) for i, v in enumerate(x)]}
-        open_.discard(id(x))
-        return node
+        return _encode_container(x, path, slots, seen, open_)
     raise TypeError(
         f"save: cannot save {_where(path)} of type {_type_name(x)}; a checkpoint holds Tensors, "
         "dicts (str or int keys), lists, tuples, and int, float, bool, str or None values."
     )
+
+
+def _encode_container(x: Any, path: tuple, slots: list, seen: Dict[int, int], open_: set) -> Any:
+    if id(x) in open_:
+        raise ValueError(f"save: {_where(path)} contains itself; a checkpoint must be a tree.")
+    if len(path) >= _MAX_NESTING:  # before the recursion (and JSON's) can exhaust the stack
+        raise ValueError(
+            f"save: obj nests dicts, lists and tuples more than {_MAX_NESTING} deep (at {_where(path[:5])}...); "
+            "flatten it, e.g. into a dict with joined keys."
+        )
+    open_.add(id(x))
+    if isinstance(x, dict):
+        items = []
+        for k, v in x.items():
+            if isinstance(k, bool) or not isinstance(k, (str, int)):
+                raise TypeError(
+                    f"save: the key {k!r} in {_where(path)} is a {_type_name(k)}; "
+                    "checkpoint dicts take str or int keys."
+                )
+            k = str(k) if isinstance(k, str) else int(k)
+            items.append([k, _encode(v, path + (k,), slots, seen, open_)])
+        node = {"dict": items}
+    else:
+        kind = "list" if isinstance(x, list) else "tuple"
+        node = {kind: [_encode(v, path + (i,), slots, seen, open_) for i, v in enumerate(x)]}
+    open_.discard(id(x))
+    return node
 
 
 def _tensor_keys(paths: List[tuple]) -> List[str]:
@@ -169,23 +221,104 @@ def _with_keys(node: Any, keys: List[str]) -> Any:
 
 
 def _atomic_write(path: str, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, fsync it, then rename it over ``path``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+    """Write ``data`` to a temporary file beside ``path``'s target, fsync it, then rename it over the
+    target."""
+    target = os.path.realpath(path)  # a symlink stays, and the rename stays within one directory
+    directory, base = os.path.split(target)
+    _remove_stale_temporaries(directory, base)
+    tmp = os.path.join(directory, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    held = None
     try:
         with os.fdopen(fd, "wb") as f:
+            held = _hold(fd)
+            _keep_mode(tmp, target)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+    finally:
+        if held is not None:
+            os.close(held)
     _fsync_directory(directory)
+
+
+def _hold(fd: int) -> Optional[int]:
+    """Lock the temporary until it has replaced the target, so that other saves know it is live.
+
+    The lock is taken through a duplicate descriptor, which outlives the file object (closed before
+    the rename, since Windows cannot rename an open file); the caller closes it.  None where there is
+    no ``flock`` or the filesystem refuses it: there no save removes temporaries it cannot tell apart.
+    """
+    if fcntl is None:
+        return None
+    held = os.dup(fd)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # blocks only while another save looks at this new file
+    except OSError:
+        os.close(held)
+        return None
+    return held
+
+
+def _keep_mode(tmp: str, target: str) -> None:
+    """Give the temporary the permission bits of the file it replaces (a 0600 checkpoint stays 0600);
+    a new file keeps what ``os.open`` gave it, 0666 less the umask."""
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return
+    os.chmod(tmp, mode)
+
+
+def _remove_stale_temporaries(directory: str, base: str) -> None:
+    """Remove the temporaries of ``base`` that killed saves left behind (live saves' are locked)."""
+    if fcntl is None:
+        return
+    pattern = re.compile(re.escape(f".{base}.") + r"(\d+)\.[0-9a-f]{8}\.tmp")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match and int(match[1]) != os.getpid():  # this process's own are live saves of other threads
+            _remove_if_stale(os.path.join(directory, name), int(match[1]))
+
+
+def _remove_if_stale(tmp: str, pid: int) -> None:
+    """Remove ``tmp`` unless a live save holds it.  A save locks its temporary before writing a byte,
+    so an unlocked one with data is debris; an empty one may be a new save's, not locked yet, and is
+    debris only when its process is gone."""
+    try:
+        fd = os.open(tmp, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO planted there must not block the save
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and (st.st_size > 0 or not _alive(pid)):
+            os.unlink(tmp)
+    except OSError:
+        pass  # locked by a live save, or removed by another save meanwhile
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0 only asks whether the process exists (POSIX; callers have flock)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True  # someone else's process, or a pid no process can have: leave its file alone
+    return True
 
 
 def _fsync_directory(directory: str) -> None:
@@ -206,13 +339,19 @@ def _fsync_directory(directory: str) -> None:
 
 
 def load(path: PathLike, device: str = "cpu") -> Any:
-    """Read a checkpoint written by :func:`save` (the same structure, names, dtypes and shapes), or
-    any safetensors file (a flat dict of unnamed tensors), onto ``device``."""
+    """Read a checkpoint written by :func:`save` (the same structure, names, dtypes and shapes) onto
+    ``device``.
+
+    A plain safetensors file from another tool (no namedtensor metadata) loads too, as a flat dict
+    ``{key: unnamed tensor}`` in key order.  A file that is not a regular file, is damaged, or claims
+    to be a checkpoint and fails one of its checks raises a ``ValueError`` naming the file and what
+    is wrong.
+    """
     B = backends.get(device)
     path = os.fspath(path)
     entries, metadata = _read_header(path)
     text, crc = metadata.get(_META_KEY), metadata.get(_CRC_KEY)
-    if text is None and crc is None:  # a safetensors file from another tool
+    if text is None and crc is None:  # a plain safetensors file
         arrays = _read_arrays(path, sorted(entries))
         return {k: _make(arrays[k], None, B, k, path) for k in sorted(entries)}
     if text is None or crc is None:
@@ -220,6 +359,7 @@ def load(path: PathLike, device: str = "cpu") -> Any:
     if crc != _crc_text(text):
         raise _bad(path, "its namedtensor metadata fails its checksum; the file is corrupted")
     doc = _parse_document(text, path, entries)
+    _check_entries_recorded(doc, entries, path)
     arrays = _read_arrays(path, sorted(entries))
     for k, a in arrays.items():
         if zlib.crc32(a) != doc["crc32"][k]:
@@ -236,27 +376,45 @@ def _bad(path: str, what: str) -> ValueError:
     return ValueError(f"load: {path!r} is not a valid checkpoint: {what}.")
 
 
+_NOT_REGULAR = {stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device",
+                stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+
+
+def _open_regular(path: str):
+    """``path`` opened for binary reading, refused unless it is a regular file."""
+    # O_NONBLOCK: opening a FIFO would otherwise wait for a writer; a regular file reads as without it
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _bad(path, f"it is {_NOT_REGULAR.get(stat.S_IFMT(mode), 'a special file')}, not a regular file")
+    return os.fdopen(fd, "rb")
+
+
 def _read_header(path: str) -> Tuple[Dict[str, dict], Dict[str, str]]:
     """The tensor entries and the ``__metadata__`` of a safetensors file, checked against its size."""
-    with open(path, "rb") as f:
+    with _open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             raise _bad(path, "the file is empty")
         if size < 8:
             raise _bad(path, f"the file is too short ({size} bytes) to hold a safetensors header")
         n = int.from_bytes(f.read(8), "little")
-        if n > size - 8 or n > _HEADER_LIMIT:
+        if n > size - 8:
             raise _bad(
                 path,
                 f"its header length field says {n} bytes but only {size - 8} follow; "
                 "the file is truncated or not a safetensors file",
             )
+        if n > _HEADER_LIMIT:
+            raise _bad(path, f"its header is {n} bytes, more than the {_HEADER_LIMIT} allowed")
         raw = f.read(n)
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
         raise _bad(path, f"its header is not valid JSON ({e}); the file is corrupted or not a safetensors file") \
             from None
+    header = _parse_json(text, "its header", _HEADER_DEPTH, path, "; the file is corrupted or not a safetensors file")
     if not isinstance(header, dict):
         raise _bad(path, "its header is not a JSON object")
     metadata = header.pop("__metadata__", None)
@@ -269,8 +427,52 @@ def _read_header(path: str) -> Tuple[Dict[str, dict], Dict[str, str]]:
     return header, metadata
 
 
+class _DuplicateKey(ValueError):
+    """A key twice in one JSON object (the argument): told apart from JSON that does not parse."""
+
+
+def _unique_keys(pairs: List[Tuple[str, Any]]) -> dict:
+    """A JSON object as a dict, refused when a key repeats (``json`` would keep the last silently)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _DuplicateKey(next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1))
+    return out
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse_json(text: str, what: str, limit: int, path: str, hint: str = "") -> Any:
+    """``text`` parsed strictly (no repeated keys, no NaN or Infinity), its nesting checked first."""
+    depth = _json_depth(text.encode("utf-8", "surrogatepass"))
+    if depth > limit:
+        raise _bad(path, f"{what} nests {depth} levels deep, more than the {limit} allowed")
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except _DuplicateKey as e:
+        raise _bad(path, f"{what} has the key {e.args[0]!r} twice") from None
+    except ValueError as e:
+        raise _bad(path, f"{what} is not valid JSON ({e}){hint}") from None
+
+
+# A JSON string, or an unterminated one up to the end: never failing once it starts, the pattern
+# scans each byte once, where one that needs the closing quote backtracks quadratically.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def _json_depth(raw: bytes) -> int:
+    """How deep the arrays and objects of the JSON text ``raw`` nest, found without recursion (where
+    ``raw`` is not valid JSON, at least as deep as a parser gets before it fails)."""
+    brackets = _NOT_BRACKET.sub(b"", _JSON_STRING.sub(b"", raw))
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets), initial=0))
+
+
 def _check_entry(key: str, e: Any, buffer: int, path: str) -> None:
-    """One header entry: a known dtype, a shape, and offsets inside the data that fit the shape."""
+    """One header entry: a known dtype, a shape NumPy can make, and offsets inside the data that fit
+    the shape."""
     if not isinstance(e, dict) or not {"dtype", "shape", "data_offsets"} <= set(e):
         raise _bad(path, f"the header entry of tensor {key!r} lacks dtype, shape or data_offsets")
     dt, shape, offsets = e["dtype"], e["shape"], e["data_offsets"]
@@ -279,8 +481,7 @@ def _check_entry(key: str, e: Any, buffer: int, path: str) -> None:
             raise _bad(path, f"tensor {key!r} has dtype {dt}, which namedtensor does not support "
                              f"(it reads {', '.join(sorted(_FROM_ST))})")
         raise _bad(path, f"tensor {key!r} has an unknown dtype {dt!r}")
-    if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
-        raise _bad(path, f"tensor {key!r} has an invalid shape {shape!r}")
+    _check_shape(key, shape, _FROM_ST[dt].itemsize, path)
     if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
             or not 0 <= offsets[0] <= offsets[1]):
         raise _bad(path, f"tensor {key!r} has invalid data offsets {offsets!r}")
@@ -291,6 +492,27 @@ def _check_entry(key: str, e: Any, buffer: int, path: str) -> None:
     if offsets[1] - offsets[0] != expected:
         raise _bad(path, f"tensor {key!r} has {offsets[1] - offsets[0]} data bytes, but dtype {dt} and shape "
                          f"{shape} need {expected}")
+
+
+def _check_shape(key: str, shape: Any, itemsize: int, path: str) -> None:
+    if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+        raise _bad(path, f"tensor {key!r} has an invalid shape {shape!r}")
+    if len(shape) > _MAX_DIMS:
+        raise _bad(path, f"tensor {key!r} has {len(shape)} dims, more than the {_MAX_DIMS} NumPy supports")
+    if math.prod(s for s in shape if s) * itemsize > _MAX_BYTES:  # an empty one too: NumPy sizes it
+        raise _bad(path, f"tensor {key!r} has the shape {shape}, too large for an array")
+
+
+def _check_entries_recorded(doc: dict, entries: Dict[str, dict], path: str) -> None:
+    """Each header entry's dtype and shape are the ones the checksummed document recorded (from
+    format version 2 on)."""
+    if doc["version"] < 2:
+        return
+    for k, e in entries.items():
+        for field, records in (("dtype", doc["dtypes"]), ("shape", doc["shapes"])):
+            if e[field] != records[k]:
+                raise _bad(path, f"the header gives tensor {k!r} {field} {e[field]!r}, but its checksummed "
+                                 f"metadata records {records[k]!r}; the file is corrupted")
 
 
 def _read_arrays(path: str, keys: List[str]) -> dict:
@@ -320,10 +542,7 @@ def _make(array, names, B, key: str, path: str) -> Tensor:
 
 def _parse_document(text: str, path: str, entries: dict) -> dict:
     """The namedtensor JSON document of ``__metadata__``, checked against the file's tensors."""
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise _bad(path, f"its namedtensor metadata is not valid JSON ({e})") from None
+    doc = _parse_json(text, "its namedtensor metadata", _DOC_DEPTH, path)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or "structure" not in doc:
         raise _bad(path, "its namedtensor metadata lacks the format name or the structure")
     version = doc.get("version")
@@ -334,7 +553,7 @@ def _parse_document(text: str, path: str, entries: dict) -> dict:
             f"load: {path!r} was written by a newer namedtensor (checkpoint format version {version}); "
             f"this version reads up to version {VERSION}. Upgrade namedtensor to load it."
         )
-    for field in ("names", "crc32"):
+    for field in ("names", "crc32") + (("dtypes", "shapes") if version >= 2 else ()):
         if not isinstance(doc.get(field), dict) or set(doc[field]) != set(entries):
             raise _bad(path, f"its namedtensor metadata does not list the {field} of exactly the file's tensors")
     return doc

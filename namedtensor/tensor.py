@@ -110,7 +110,7 @@ class Tensor(TensorMethods):
     # ------------------------------------------------------------------ conversion
     def numpy(self):
         """The data as a NumPy array (no copy on the CPU).  Refused while it requires grad."""
-        if self._rg and mode._grad_enabled:
+        if self._rg and mode.is_grad_enabled():
             raise RuntimeError("numpy(): the tensor requires grad; call .detach().numpy() to leave the graph.")
         return self._B.to_numpy(self.array)
 
@@ -237,7 +237,7 @@ class Tensor(TensorMethods):
             if value._names != self._names:
                 raise _names.grad_names_error("grad", "tensor", self._names, value._names)
             if value._B is not self._B and value.device != self.device:
-                if value.device == "meta" and mode._tracer is not None:
+                if value.device == "meta" and mode.current_tracer() is not None:
                     return  # a shape dry run reached a real leaf (a module's parameter): its .grad stays as it was
                 raise ValueError(f"grad is on device {value.device!r} but the tensor on {self.device!r}; "
                                  "move it with .to(...) first.")
@@ -300,7 +300,7 @@ class Tensor(TensorMethods):
 
     def _check_inplace(self, op: str, *others) -> None:
         """In-place edits of tensors in a graph are refused: they would corrupt gradients."""
-        if mode._grad_enabled:
+        if mode.state.current[0]:  # grad mode, read inline: every in-place op passes here
             if self._rg:
                 raise RuntimeError(
                     f"{op}: in-place edit of a tensor that requires grad (names {_names.fmt(self._names)}). "

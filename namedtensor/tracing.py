@@ -7,7 +7,8 @@ multiply-add count (FLOPs) of contractions.  Given ``nt.spec`` tensors (device
 name rules, the same shape checks and the same ``NamesError`` a real run would
 raise, without allocating or computing any element (see
 ``backends/meta_backend.py``).  Given real tensors, the call really runs and is
-recorded the same way.
+recorded the same way.  A trace records the ops of the thread that calls
+``trace_shapes`` only: other threads run and record their own.
 
 ``show(t, label)`` prints a tensor's names, shape and dtype where it stands in
 user code, in a dry run or a real one, and adds a row to a trace being recorded.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _dtypes, _names
@@ -153,14 +155,21 @@ def _fmt_flops(n: Optional[int]) -> str:
     return str(n)
 
 
-_recording: Optional[List[TraceRow]] = None
+class _Recording(threading.local):
+    """The rows of the trace this thread records (the tracer hook is per thread too, so another
+    thread's ops never land in it)."""
+
+    rows: Optional[List[TraceRow]] = None
+
+
+_recording = _Recording()
 
 
 def _record(op, inputs, outputs, params) -> None:
     ins = tuple(_operand(x) for x in inputs if isinstance(x, Tensor))
     outs = tuple(_operand(o) for o in outputs)
     rule = FLOPS.get(op.name)
-    _recording.append(TraceRow(op.name, ins, outs, None if rule is None else int(rule(ins, outs, params))))
+    _recording.rows.append(TraceRow(op.name, ins, outs, None if rule is None else int(rule(ins, outs, params))))
 
 
 def spec(names: Union[Sequence[Optional[str]], Mapping[str, int]], shape: Optional[Sequence[int]] = None,
@@ -195,9 +204,8 @@ def trace_shapes(fn: Callable, *inputs, **kwargs) -> ShapeTrace:
     ``fn`` really runs and is recorded the same way.  ``print(trace)`` shows the table; in Jupyter it
     renders as HTML.  When ``fn`` raises, the error gets a note listing the last ops that ran.
     """
-    global _recording
-    outer, rows = _recording, []
-    _recording = rows
+    outer, rows = _recording.rows, []
+    _recording.rows = rows
     previous = swap_tracer(_record)
     try:
         result = fn(*inputs, **kwargs)
@@ -208,7 +216,7 @@ def trace_shapes(fn: Callable, *inputs, **kwargs) -> ShapeTrace:
                        + "\n".join(f"  {r[1]}: {r[2]} -> {r[3]}" for r in last))
         raise
     finally:
-        _recording = outer
+        _recording.rows = outer
         swap_tracer(previous)
     return ShapeTrace(rows, result)
 
@@ -224,6 +232,7 @@ def show(t: Tensor, label: Optional[str] = None, file=None) -> Tensor:
     operand = _operand(t)
     where = "" if t.device == "cpu" else f" on {t.device}"
     print(f"{label or 'tensor'}: {operand} {t.dtype.name}{where}", file=file or sys.stdout)
-    if _recording is not None:
-        _recording.append(TraceRow("show" if label is None else f"show: {label}", (operand,), (operand,), None))
+    rows = _recording.rows
+    if rows is not None:
+        rows.append(TraceRow("show" if label is None else f"show: {label}", (operand,), (operand,), None))
     return t

@@ -5,11 +5,14 @@ starts slowly), under a timeout so that a hang fails instead of blocking; each t
 part of what the ranks report.  2-rank DDP training is compared with one process training on the
 combined batches (``tests/mpi/ddp_setup.py`` builds both).  They need mpi4py and an ``mpiexec``
 (``pip install mpi4py mpich``, in the ``test`` extra) and are skipped, saying so, without them.
-MPICH's ``mpiexec`` runs 2 ranks on any number of cores; Open MPI's gets ``--oversubscribe`` and
-its permission to run as root (containers and CI run as root).  MPI needs no other setting in a
+Each way for a rank to fail (``tests/mpi/failures.py``: an uncaught exception, ``sys.exit``, one step
+more, a collective made alone, a skipped step) is a launch of its own that must end with a non-zero
+status and a message within seconds.  MPICH's ``mpiexec`` runs 2 ranks on any number of cores; Open
+MPI's gets ``--oversubscribe`` and its permission to run as root (containers and CI run as root).  MPI needs no other setting in a
 container: MPICH's ranks on one machine talk through shared memory.  The rest needs no MPI.
 """
 
+import datetime
 import importlib.util
 import json
 import os
@@ -26,7 +29,8 @@ import pytest
 import namedtensor as nt
 import namedtensor.distributed as dist
 from namedtensor.data import DataLoader, TensorDataset
-from namedtensor.distributed import DistributedSampler, _nccl
+from namedtensor.distributed import DistributedSampler, _nccl, _watch, ddp
+from namedtensor.distributed._transport import MpiTransport
 from namedtensor.testing import assert_close
 
 MPI_DIR = Path(__file__).parent / "mpi"
@@ -59,19 +63,26 @@ def _launch_command(n: int, *args: str):
     return cmd + [sys.executable, *args], env
 
 
-def run_ranks(n: int, *args: str) -> subprocess.CompletedProcess:
-    """Run ``python *args`` on ``n`` ranks; a launch past TIMEOUT is killed (all its processes) and fails."""
+def launch(n: int, *args: str, limit: float = TIMEOUT) -> subprocess.CompletedProcess:
+    """Run ``python *args`` on ``n`` ranks; a launch past ``limit`` seconds is killed (all its processes) and fails."""
     cmd, env = _launch_command(n, *args)
     proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=TIMEOUT)
+        out, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # mpiexec and the ranks it started: their own session
         out, err = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} hung (killed after {TIMEOUT} s)\nstdout:\n{out}\nstderr:\n{err}")
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed ({proc.returncode})\nstdout:\n{out}\nstderr:\n{err}"
+        pytest.fail(f"{' '.join(cmd)} hung (killed after {limit} s)\nstdout:\n{out}\nstderr:\n{err}")
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def run_ranks(n: int, *args: str) -> subprocess.CompletedProcess:
+    """``launch``, which must succeed."""
+    done = launch(n, *args)
+    assert done.returncode == 0, (f"{' '.join(done.args)} failed ({done.returncode})\nstdout:\n{done.stdout}\n"
+                                  f"stderr:\n{done.stderr}")
+    return done
 
 
 @pytest.fixture(scope="module")
@@ -230,6 +241,106 @@ def test_collective_argument_errors(ranks):
     assert both(ranks, "err_mean_int").startswith("TypeError: all_reduce: op='mean' needs a floating tensor")
     assert both(ranks, "err_requires_grad").startswith("RuntimeError: all_reduce: in-place edit of a tensor that "
                                                        "requires grad")
+
+
+# ----------------------------------------------------------------------------- a failing rank ends the job
+# Each scenario of tests/mpi/failures.py must end the job with a non-zero status and a message well
+# within FAILURE_LIMIT: it takes a few seconds.  NEVER is a collective timeout far beyond that limit,
+# for the scenarios that something else than the timeout must end.
+FAILURE_LIMIT = 60
+NEVER = "600"
+
+
+def failing(scenario: str, timeout: str, n: int = 2) -> str:
+    """Launch a failure scenario, check that the job failed, and return its stderr."""
+    done = launch(n, str(MPI_DIR / "failures.py"), scenario, timeout, limit=FAILURE_LIMIT)
+    assert done.returncode != 0, (scenario, done.stdout, done.stderr)
+    return done.stderr
+
+
+@needs_mpi
+def test_an_uncaught_exception_on_one_rank_aborts_the_job():
+    err = failing("raise", NEVER)  # rank 1 raises between forward and backward; rank 0 waits in backward
+    assert ("namedtensor.distributed: rank 1 of 2 raised ValueError, uncaught; aborting the job (MPI_Abort) "
+            "so that no rank waits for it.\nTraceback (most recent call last):") in err, err
+    assert "ValueError: boom on rank 1 at step 2" in err, err
+
+
+@needs_mpi
+@pytest.mark.parametrize("scenario", ["exit_3", "exit_none"])
+def test_a_rank_that_exits_mid_step_ends_the_job(scenario):
+    err = failing(scenario, NEVER)  # sys.exit(3) or sys.exit() on rank 1 between forward and backward
+    assert "namedtensor.distributed: rank 0 of 2 raised RuntimeError" in err, err
+    assert ("RuntimeError: DistributedDataParallel: all_reduce of gradient bucket 0 of 1 (step 2): rank 1 left the "
+            "job (the process is exiting: sys.exit or the end of its script") in err, err
+    assert "while rank 0 waits for it here" in err, err
+
+
+@needs_mpi
+def test_a_rank_that_runs_one_step_more_ends_the_job():
+    err = failing("extra_step", NEVER)  # rank 0's script ends after 3 steps, rank 1 starts a 4th
+    assert "RuntimeError: broadcast: rank 0 left the job" in err, err  # DDP's broadcast of buffers before forward
+    assert "did it stop early, or run fewer steps?" in err, err
+
+
+@needs_mpi
+def test_a_collective_that_one_rank_makes_alone_times_out():
+    err = failing("alone", "2")  # rank 1 left the group (destroy_process_group), rank 0 all-reduces
+    # the timeout was given as datetime.timedelta(seconds=2)
+    assert ("TimeoutError: all_reduce: timed out after 2 s on rank 0 of 2, in the group's collective #1: rank 1 did "
+            "not arrive (no answer: busy elsewhere, stuck, or gone).") in err, err
+    assert "give init_process_group(timeout=seconds) more time" in err, err
+
+
+@needs_mpi
+def test_the_timeout_says_which_ranks_arrived():
+    err = failing("missing", "2", n=3)  # ranks 0 and 1 all-reduce, rank 2 is busy elsewhere
+    assert re.search(r"TimeoutError: all_reduce: timed out after 2 s on rank ([01]) of 3, in the group's collective "
+                     r"#1: rank 2 did not arrive \(no answer: busy elsewhere, stuck, or gone\); rank [01] waits here "
+                     r"too\.", err), err
+
+
+@needs_mpi
+def test_a_rank_that_skips_a_step_is_not_averaged_with_another_step():
+    err = failing("skip", NEVER)  # rank 1 catches an error after its forward of step 2 and goes on to step 3
+    assert ("RuntimeError: DistributedDataParallel: the ranks are at different steps: rank 0 at step 2; rank 1 at "
+            "step 3 (a step is a forward in training mode with grad enabled, outside no_sync). Averaging would mix "
+            "gradients of different steps, so no .grad was written.") in err, err
+
+
+def test_the_timeout_message_says_where_each_rank_is():
+    answers = {1: ("all_reduce", 7), 2: ("broadcast", 6), 4: ("all_reduce", 7)}
+    text = _watch.timeout_message("all_reduce", 7, 0, 6, 2.5, answers, {5: 6})
+    assert text == ("all_reduce: timed out after 2.5 s on rank 0 of 6, in the group's collective #7: rank 3 did not "
+                    "arrive (no answer: busy elsewhere, stuck, or gone); rank 2 waits in broadcast (the group's "
+                    "collective #6); rank 5 has exited; ranks 1, 4 wait here too. A rank that caught an error and "
+                    "skipped a collective, or ran one step more than the others, leaves them waiting; if a rank is "
+                    "only slow (a long evaluation or checkpoint on one rank), give init_process_group(timeout=seconds) "
+                    "more time.")
+    assert _watch.left_message("barrier", 3, 1, {0: 2, 2: 2}).startswith(
+        "barrier: ranks 0, 2 left the job (the process is exiting: sys.exit or the end of its script: rank 0 after 2 "
+        "of the group's collectives; rank 2 after 2 of the group's collectives) while rank 1 waits")
+
+
+def test_ranks_steps_are_read_back_exactly_across_the_float16_range():
+    transport = MpiTransport(None, None)  # its buffers only: no MPI
+    bucket = ddp._Bucket([nt.zeros(3, names=("k",), dtype=nt.float16, requires_grad=True)], transport, 3)
+    assert bucket.modulus == 2048  # float16 holds every integer below it exactly
+    mine = 5000
+    bucket.flat[4:] = [mine % 2048, (mine + 1) % 2048, (mine - 2) % 2048]  # what the all-reduce leaves there
+    assert bucket.steps(mine) == [5000, 5001, 4998]
+    with pytest.raises(RuntimeError, match=r"the ranks are at different steps: rank 0 at step 5; ranks 1, 3 at step "
+                                           r"6; rank 2 at step 4 \(a step is a forward"):
+        ddp._check_steps([5, 6, 4, 6])
+    ddp._check_steps([7, 7, 7])
+
+
+def test_the_timeout_must_be_positive_seconds_or_a_timedelta():
+    for bad in (0, -1.0, float("inf"), float("nan"), "10", True, datetime.timedelta(0)):
+        with pytest.raises(ValueError, match=r"init_process_group: timeout must be a positive number of seconds or "
+                                             r"a datetime.timedelta, got "):
+            dist.init_process_group(timeout=bad)
+    assert not dist.is_initialized()
 
 
 # ----------------------------------------------------------------------------- without MPI

@@ -404,10 +404,22 @@ def test_max_min_argmax_take_one_dim():
 
 def test_empty_dim_has_no_extreme():
     t = nt.zeros((2, 0), names=("b", "n"))
-    for op in ("amax", "argmax", "max", "logsumexp", "softmax"):
+    for op in ("amax", "argmax", "max", "logsumexp"):
         with pytest.raises(ValueError, match=rf"^{op}: cannot reduce over dim 1 \('n'\) of size 0"):
             getattr(t, op)("n")
     assert t.sum("n").tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_over_an_empty_dim_is_empty(op):
+    """Nothing to normalise: an empty result with the input's names (as in PyTorch), and an empty gradient."""
+    t = nt.zeros((2, 0), names=("b", "n"), requires_grad=True)
+    y = getattr(t, op)("n")
+    assert (y.shape, y.names, y.dtype) == ((2, 0), ("b", "n"), nt.float32)
+    (g,) = nt.grad(y.sum(), [t])
+    assert (g.shape, g.names) == ((2, 0), ("b", "n"))
+    with nt.no_grad():
+        assert getattr(t, op)("n").shape == (2, 0)
 
 
 def test_bad_arguments():

@@ -143,8 +143,9 @@ def test_metadata_document_layout(tmp_path):
     with safe_open(str(tmp_path / "c.safetensors"), framework="np") as f:
         meta = f.metadata()
     doc = json.loads(meta["namedtensor"])
-    assert doc["format"] == "namedtensor" and doc["version"] == 1
+    assert doc["format"] == "namedtensor" and doc["version"] == 2
     assert doc["names"] == {"w": ["a", None]}
+    assert doc["dtypes"] == {"w": "F32"} and doc["shapes"] == {"w": [2, 3]}
     assert doc["structure"] == {"dict": [["w", {"tensor": "w"}]]}
     assert meta["namedtensor_crc32"] == f"{zlib.crc32(meta['namedtensor'].encode()):08x}"
 
@@ -398,10 +399,10 @@ def test_corrupted_namedtensor_metadata(tmp_path):
 
 
 def test_newer_format_version(tmp_path):
-    text = json.dumps({"format": "namedtensor", "version": 2, "names": {}, "crc32": {}, "structure": {"list": []}})
+    text = json.dumps({"format": "namedtensor", "version": 3, "names": {}, "crc32": {}, "structure": {"list": []}})
     p = tmp_path / "c.safetensors"
     _write_raw(p, {"__metadata__": {"namedtensor": text, "namedtensor_crc32": f"{zlib.crc32(text.encode()):08x}"}})
-    with pytest.raises(ValueError, match="written by a newer namedtensor \\(checkpoint format version 2\\)"):
+    with pytest.raises(ValueError, match="written by a newer namedtensor \\(checkpoint format version 3\\)"):
         load(p)
 
 
@@ -421,3 +422,184 @@ def test_every_flipped_byte_is_detected(tmp_path):
         except ValueError:
             continue
         assert same(obj, out), f"a flipped byte at offset {i} loaded as different tensors"
+
+
+# ----------------------------------------------------------------------------- every byte that decides a tensor
+
+
+def _edit(p, old: bytes, new: bytes) -> None:
+    """Replace ``old`` by ``new`` (same length: the header length field stays right) in the file."""
+    raw = p.read_bytes()
+    assert raw.count(old) == 1 and len(old) == len(new)
+    p.write_bytes(raw.replace(old, new))
+
+
+def test_header_edits_of_shape_and_dtype_are_caught(tmp_path):
+    p = tmp_path / "c.safetensors"
+    save({"w": nt.randn(2, 3, names=("a", "b"))}, p)
+    raw = p.read_bytes()
+    _edit(p, b'"shape":[2,3]', b'"shape":[3,2]')
+    _expect_bad(p, r"the header gives tensor 'w' shape \[3, 2\], but its checksummed metadata records \[2, 3\]")
+    p.write_bytes(raw)
+    _edit(p, b'"dtype":"F32"', b'"dtype":"I32"')
+    _expect_bad(p, "the header gives tensor 'w' dtype 'I32', but its checksummed metadata records 'F32'")
+
+
+def test_every_dtype_and_shape_is_recorded(backend, tmp_path):
+    obj = {str(i): nt.zeros((i, 2)[: i % 3], dtype=dt) for i, dt in enumerate(dtypes(backend))}
+    save(obj, tmp_path / "c.safetensors")
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "c.safetensors"), framework="np") as f:
+        doc = json.loads(f.metadata()["namedtensor"])
+    raw = (tmp_path / "c.safetensors").read_bytes()
+    header = json.loads(raw[8: 8 + int.from_bytes(raw[:8], "little")])
+    assert doc["dtypes"] == {k: header[k]["dtype"] for k in obj}
+    assert doc["shapes"] == {k: header[k]["shape"] for k in obj} == {k: list(t.shape) for k, t in obj.items()}
+
+
+def _write_text(p, header: str, data: bytes = b"") -> None:
+    h = header.encode()
+    p.write_bytes(len(h).to_bytes(8, "little") + h + data)
+
+
+def test_duplicate_keys_are_refused(tmp_path):
+    p = tmp_path / "c.safetensors"
+    entry = '{"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}'
+    # a plain safetensors file, and one of ours, with a tensor listed twice
+    _write_text(p, f'{{"w": {entry}, "w": {entry}}}', b"\0" * 4)
+    _expect_bad(p, "its header has the key 'w' twice")
+    meta = json.dumps(_doc_meta({"w": ["a"]}, {"tensor": "w"}, {"w": zlib.crc32(b"\0" * 4)}))
+    _write_text(p, f'{{"__metadata__": {meta}, "w": {entry}, "w": {entry}}}', b"\0" * 4)
+    _expect_bad(p, "its header has the key 'w' twice")
+    # a key twice inside the entry, inside __metadata__, and inside the checksummed document
+    _write_text(p, '{"w": {"dtype": "F32", "dtype": "I32", "shape": [1], "data_offsets": [0, 4]}}', b"\0" * 4)
+    _expect_bad(p, "its header has the key 'dtype' twice")
+    _write_text(p, '{"__metadata__": {"k": "a", "k": "b"}}')
+    _expect_bad(p, "its header has the key 'k' twice")
+    text = '{"format": "namedtensor", "version": 1, "names": {}, "names": {}, "crc32": {}, "structure": {"list": []}}'
+    _write_raw(p, {"__metadata__": {"namedtensor": text, "namedtensor_crc32": f"{zlib.crc32(text.encode()):08x}"}})
+    _expect_bad(p, "its namedtensor metadata has the key 'names' twice")
+
+
+def test_format_version_1_files_still_load(tmp_path):
+    """Files of format 1 record no dtypes and shapes; the rest of them is checked as before."""
+    p = tmp_path / "c.safetensors"
+    data = np.arange(6, dtype=np.float32).tobytes()
+    meta = _doc_meta({"w": ["a", "b"]}, {"dict": [["w", {"tensor": "w"}]]}, {"w": zlib.crc32(data)})
+    _write_raw(p, {"__metadata__": meta, "w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}}, data)
+    out = load(p)
+    assert out["w"].names == ("a", "b") and out["w"].shape == (2, 3)
+    np.testing.assert_array_equal(out["w"].numpy(), np.arange(6).reshape(2, 3))
+
+
+def test_format_version_2_needs_its_dtypes_and_shapes(tmp_path):
+    p = tmp_path / "c.safetensors"
+    data = np.ones(2, np.float32).tobytes()
+    for field in ("dtypes", "shapes"):
+        doc = {"format": "namedtensor", "version": 2, "names": {"w": [None]}, "crc32": {"w": zlib.crc32(data)},
+               "dtypes": {"w": "F32"}, "shapes": {"w": [2]}, "structure": {"tensor": "w"}}
+        del doc[field]
+        text = json.dumps(doc)
+        meta = {"namedtensor": text, "namedtensor_crc32": f"{zlib.crc32(text.encode()):08x}"}
+        _write_raw(p, {"__metadata__": meta, "w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, data)
+        _expect_bad(p, f"does not list the {field} of exactly the file's tensors")
+
+
+def test_a_plain_safetensors_file_with_other_metadata_loads_unnamed(tmp_path):
+    p = tmp_path / "hf.safetensors"
+    save_file({"w": np.ones((2, 2), np.float32)}, str(p), metadata={"format": "pt"})
+    out = load(p)
+    assert list(out) == ["w"] and out["w"].names == (None, None)
+
+
+# ----------------------------------------------------------------------------- crafted files
+
+
+def test_deeply_nested_header_is_refused(tmp_path):
+    p = tmp_path / "c.safetensors"
+    _write_text(p, "[" * 50_000)
+    _expect_bad(p, "its header nests 50000 levels deep, more than the 8 allowed")
+    _write_text(p, '{"w": ' + '{"x": ' * 20 + "1" + "}" * 21)
+    _expect_bad(p, "its header nests 21 levels deep")
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(tmp_path):
+    p = tmp_path / "c.safetensors"
+    save({"[[[[[[[[[[": nt.ones(1, names=("x",)), '"\\{{{{{{{{{{': 1}, p)
+    out = load(p)
+    assert out["[[[[[[[[[["].names == ("x",) and out['"\\{{{{{{{{{{'] == 1
+
+
+def _deep_doc(p, depth: int) -> None:
+    """A document (with a correct checksum) whose structure nests ``depth`` lists."""
+    structure = '{"list": [' * depth + "]}" * depth
+    text = '{"format": "namedtensor", "version": 1, "names": {}, "crc32": {}, "structure": ' + structure + "}"
+    _write_raw(p, {"__metadata__": {"namedtensor": text, "namedtensor_crc32": f"{zlib.crc32(text.encode()):08x}"}})
+
+
+def test_deeply_nested_metadata_is_refused(tmp_path):
+    p = tmp_path / "c.safetensors"
+    _deep_doc(p, 800)
+    _expect_bad(p, "its namedtensor metadata nests 1601 levels deep, more than the 302 allowed")
+    _deep_doc(p, 150)  # within the limit: the deepest checkpoint save writes nests dicts 100 deep
+    out = load(p)
+    for _ in range(149):
+        (out,) = out
+    assert out == []
+
+
+def _nested(depth: int, leaf):
+    for i in range(depth):
+        leaf = {"k": leaf} if i % 3 == 0 else [leaf] if i % 3 == 1 else (leaf,)
+    return leaf
+
+
+def test_nesting_limit_of_save(tmp_path):
+    ok = _nested(99, nt.ones(1, names=("x",)))
+    assert same({"top": ok}, round_trip({"top": ok}, tmp_path))  # 100 levels
+    dicts = {"w": nt.ones(1)}
+    for _ in range(99):
+        dicts = {"d": dicts}
+    assert same(dicts, round_trip(dicts, tmp_path))
+    for depth in (101, 500, 5000):
+        with pytest.raises(ValueError, match=r"save: obj nests dicts, lists and tuples more than 100 deep "
+                                             r"\(at obj(\['k'\]|\[0\]){5}\.\.\.\)"):
+            save(_nested(depth, 1.0), tmp_path / "deep.safetensors")
+    assert not (tmp_path / "deep.safetensors").exists()
+
+
+def test_too_many_dims_and_too_large_shapes(tmp_path):
+    p = tmp_path / "c.safetensors"
+    _write_raw(p, {"w": {"dtype": "F32", "shape": [1] * 65, "data_offsets": [0, 4]}}, b"\0" * 4)
+    _expect_bad(p, "tensor 'w' has 65 dims, more than the 64 NumPy supports")
+    for shape in ([0, 2**63], [2**40, 0, 2**40], [0, 2**64]):
+        _write_raw(p, {"w": {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}})
+        _expect_bad(p, re.escape(f"tensor 'w' has the shape {shape}, too large for an array"))
+    _write_raw(p, {"w": {"dtype": "F32", "shape": [1] * 64, "data_offsets": [0, 4]}}, b"\0" * 4)
+    assert load(p)["w"].ndim == 64
+
+
+def test_header_size_limit(tmp_path, monkeypatch):
+    p = tmp_path / "c.safetensors"
+    save({"w": nt.ones(2)}, p)
+    n = int.from_bytes(p.read_bytes()[:8], "little")
+    monkeypatch.setattr(serialization, "_HEADER_LIMIT", n - 1)
+    _expect_bad(p, f"its header is {n} bytes, more than the {n - 1} allowed")
+
+
+def test_json_constants_are_not_json(tmp_path):
+    p = tmp_path / "c.safetensors"
+    text = '{"format": "namedtensor", "version": 1, "names": {}, "crc32": {}, "structure": {"value": NaN}}'
+    _write_raw(p, {"__metadata__": {"namedtensor": text, "namedtensor_crc32": f"{zlib.crc32(text.encode()):08x}"}})
+    _expect_bad(p, r"its namedtensor metadata is not valid JSON \(NaN is not JSON")
+
+
+def test_lone_surrogates_in_the_metadata_are_an_error_not_a_crash(tmp_path):
+    p = tmp_path / "c.safetensors"
+    lone = "\ud800"
+    crc = f"{zlib.crc32(lone.encode('utf-8', 'surrogatepass')):08x}"
+    _write_raw(p, {"__metadata__": {"namedtensor": lone, "namedtensor_crc32": crc}})
+    _expect_bad(p, r"its namedtensor metadata is not valid JSON")
+    _write_raw(p, {"__metadata__": {"namedtensor": "\ud800", "namedtensor_crc32": "00000000"}})
+    _expect_bad(p, "its namedtensor metadata fails its checksum")

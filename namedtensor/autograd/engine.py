@@ -18,6 +18,9 @@ of the backward goes on.  Knowing "last" takes a walk over the graph that counts
 it is done only while some tensor has a post-accumulate hook, otherwise leaves finish at the end.
 ``queue_callback(fn)`` runs ``fn()`` when the current backward pass ends.
 
+A pass runs in the calling thread, with that thread's grad mode and its own queue of callbacks, and
+keeps all its state in the pass object: threads may run backwards at once on disjoint graphs.
+
 One pass is a :class:`_Backward`: it seeds the graph with the roots' gradients, runs the nodes,
 finishes the leaves and collects what ``nt.grad`` asked for, one method per step.  The engine sits
 above the ops and calls them by their functions (``add``, ``to``...); ``backward`` and
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 import sys
+import threading
 import weakref
 from typing import Callable, Optional, Sequence
 
@@ -144,25 +148,38 @@ def _run_hooks(hooks, g):
 
 
 #: id -> weak reference of each live leaf that has a post-accumulate hook; while there is none,
-#: backward skips counting uses (a dict by id: a WeakSet would compare tensors with ``==``)
+#: backward skips counting uses (a dict by id: a WeakSet would compare tensors with ``==``).  One for
+#: all threads: a hook belongs to its tensor, whichever thread runs the backward that reaches it
 _post_hooked: dict = {}
-#: one list of callbacks per backward pass in progress (a hook may run a backward of its own)
-_callbacks: list = []
+
+
+class _Passes(threading.local):
+    """This thread's backward passes in progress: a hook that queues a callback means its own
+    thread's pass, whatever other threads are running."""
+
+    def __init__(self) -> None:
+        #: one list of callbacks per pass (a hook may run a backward of its own)
+        self.callbacks = []
+
+
+_passes = _Passes()
 
 
 def queue_callback(fn: Callable[[], None]) -> None:
     """Call ``fn()`` once when the backward pass now running ends, after every leaf's ``.grad`` is
     set (as PyTorch's ``Variable._execution_engine.queue_callback``); for hooks that start work
     during backward and must finish it before the optimizer step."""
-    if not _callbacks:
+    callbacks = _passes.callbacks
+    if not callbacks:
         raise RuntimeError("queue_callback: no backward pass is running; call it from a hook during backward.")
-    _callbacks[-1].append(fn)
+    callbacks[-1].append(fn)
 
 
 def accumulate_grads(tensors: Sequence, grads: Sequence) -> None:
     """``backward(inputs=...)``'s last step: add each gradient (None: none) to its tensor's ``.grad``,
     then run the leaves' post-accumulate hooks, as a pass of its own (callbacks they queue run last)."""
-    _callbacks.append([])
+    callbacks = _passes.callbacks
+    callbacks.append([])
     try:
         for t, g in zip(tensors, grads):
             if g is not None:
@@ -170,10 +187,10 @@ def accumulate_grads(tensors: Sequence, grads: Sequence) -> None:
                 if t._node is None:
                     for hook in getattr(t, "_post_hooks", ()):
                         hook(t)
-        for fn in _callbacks[-1]:
+        for fn in callbacks[-1]:
             fn()
     finally:
-        _callbacks.pop()
+        callbacks.pop()
 
 
 def _leaf_uses(roots) -> tuple:
@@ -391,15 +408,16 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
     pass_ = _Backward(grads, retain_graph, create_graph, inputs)
     if _post_hooked and inputs is None:
         pass_.count_leaf_uses(roots)
-    _callbacks.append([])
+    callbacks = _passes.callbacks
+    callbacks.append([])
     try:
         with _GradMode(create_graph):
             pass_.seed(roots, grads)
             pass_.run()
-        for fn in _callbacks[-1]:
+        for fn in callbacks[-1]:
             fn()
     finally:
-        _callbacks.pop()
+        callbacks.pop()
     return None if inputs is None else pass_.results(allow_unused)
 
 

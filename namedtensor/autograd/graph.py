@@ -17,14 +17,16 @@ records a :class:`Node` holding exactly what the op declared it needs
 they had when saved; an in-place edit before backward is caught.  A node
 references its inputs' nodes, never its outputs, so dropping the outputs frees
 the graph (no reference cycles).  Grad mode, the shape tracer's slot and the
-version counters are in :mod:`.mode` (re-exported here).
+version counters are in :mod:`.mode` (re-exported here); grad mode and the
+tracer are the calling thread's, so threads may run ops on disjoint graphs at
+once.
 """
 
 from __future__ import annotations
 
 from typing import Any, Tuple
 
-from .._names import fmt
+from .._names import NamesError, fmt
 from ..tensor import Tensor
 from . import mode
 from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled, version_counter
@@ -142,66 +144,80 @@ def _common_backend(op: str, a, b):
 
 
 _new = object.__new__
+_state = mode.state  # a thread-local: each thread sees its own grad mode and tracer
 _NO_META = (None, None, None)  # what a node records about a Python-scalar input
 
 
 def apply(op, inputs: tuple, names, **params) -> Any:
-    """Run ``op`` on ``inputs`` (tensors or Python scalars) and give the outputs ``names``."""
-    T = Tensor
-    n = len(inputs)
-    if n == 1:
-        first = inputs[0]
-        B = first._B
-        out = op.forward(B, first._data, **params)
-        needs_grad = first._rg
-    elif n == 2 and isinstance(inputs[0], T) and isinstance(inputs[1], T):
-        first, second = inputs
-        B = first._B
-        if second._B is not B:
-            B = _common_backend(op.name, first, second)
-        out = op.forward(B, first._data, second._data, **params)
-        needs_grad = first._rg or second._rg
-    else:
-        B = None
-        first = None
-        needs_grad = False
-        arrays = []
-        for x in inputs:
-            if isinstance(x, T):
-                if B is None:
-                    B = x._B
-                    first = x
-                elif x._B is not B:
-                    B = _common_backend(op.name, first, x)
-                arrays.append(x._data)
-                if x._rg:
-                    needs_grad = True
-            else:
-                arrays.append(x)
-        out = op.forward(B, *arrays, **params)
-    stash = None
-    if op.stashes:
-        out, stash = out
-    if op.n_outputs == 1:
-        result = _new(T)  # Tensor._make, inlined: this is every op's hot path
-        result._data = out
-        result._names = names
-        result._B = B
-        result._node = None
-        result._rg = False
-        if op.view:
-            result._vc = version_counter(first)
-        if needs_grad and mode._grad_enabled and op.differentiable:
-            record(op, inputs, (result,), params, stash, B)
-        if mode._tracer is not None:
-            mode._tracer(op, inputs, (result,), params)
-        return result
-    results = tuple(T._make(o, o_names, B) for o, o_names in zip(out, names))
-    if needs_grad and mode._grad_enabled and op.differentiable:
-        record(op, inputs, results, params, stash, B)
-    if mode._tracer is not None:
-        mode._tracer(op, inputs, results, params)
-    return results
+    """Run ``op`` on ``inputs`` (tensors or Python scalars) and give the outputs ``names``.
+
+    A backend's refusal (NumPy's "operands could not be broadcast", a dtype without a loop) is raised
+    again with the op's name in front: an error names the function the user called.
+    """
+    try:
+        T = Tensor
+        n = len(inputs)
+        if n == 1:
+            first = inputs[0]
+            B = first._B
+            out = op.forward(B, first._data, **params)
+            needs_grad = first._rg
+        elif n == 2 and isinstance(inputs[0], T) and isinstance(inputs[1], T):
+            first, second = inputs
+            B = first._B
+            if second._B is not B:
+                B = _common_backend(op.name, first, second)
+            out = op.forward(B, first._data, second._data, **params)
+            needs_grad = first._rg or second._rg
+        else:
+            B = None
+            first = None
+            needs_grad = False
+            arrays = []
+            for x in inputs:
+                if isinstance(x, T):
+                    if B is None:
+                        B = x._B
+                        first = x
+                    elif x._B is not B:
+                        B = _common_backend(op.name, first, x)
+                    arrays.append(x._data)
+                    if x._rg:
+                        needs_grad = True
+                else:
+                    arrays.append(x)
+            out = op.forward(B, *arrays, **params)
+        stash = None
+        if op.stashes:
+            out, stash = out
+        if op.n_outputs == 1:
+            result = _new(T)  # Tensor._make, inlined: this is every op's hot path
+            result._data = out
+            result._names = names
+            result._B = B
+            result._node = None
+            result._rg = False
+            if op.view:
+                result._vc = version_counter(first)
+            grad_enabled, tracer = _state.current
+            if needs_grad and grad_enabled and op.differentiable:
+                record(op, inputs, (result,), params, stash, B)
+            if tracer is not None:
+                tracer(op, inputs, (result,), params)
+            return result
+        results = tuple(T._make(o, o_names, B) for o, o_names in zip(out, names))
+        grad_enabled, tracer = _state.current
+        if needs_grad and grad_enabled and op.differentiable:
+            record(op, inputs, results, params, stash, B)
+        if tracer is not None:
+            tracer(op, inputs, results, params)
+        return results
+    except (TypeError, ValueError) as e:
+        message = str(e)
+        if isinstance(e, NamesError) or message.startswith(op.name + ":"):
+            raise
+        kind = TypeError if isinstance(e, TypeError) else IndexError if isinstance(e, IndexError) else ValueError
+        raise kind(f"{op.name}: {message}") from e
 
 
 def record(op, inputs, outputs, params, stash, B) -> None:

@@ -1,26 +1,54 @@
 """Grad mode, the shape tracer's slot and version counters: the autograd state below ``Tensor``.
 
 ``tensor.py`` and the graph (:mod:`.graph`) both read this state, so it lives in a module that
-imports nothing of the package.  The two mutable globals are read through the module
-(``mode._grad_enabled``, ``mode._tracer``), never imported by name: a name imported once would
-keep the value it had then.
+imports nothing of the package.  Grad mode and the tracer belong to a thread, as PyTorch's grad
+mode does: a ``backward()`` or a ``no_grad`` block in one thread must not change what another
+thread's ops record, and a shape trace records only its own thread's ops.  Both sit in one tuple
+per thread, :data:`state` ``.current``, read by ``apply`` once per op.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Callable, Optional
 
-#: whether ops record the graph (off inside ``no_grad``)
-_grad_enabled = True
 
-#: ``fn(op, inputs, outputs, params)`` called after every op while a shape dry run records (see tracing.py)
-_tracer: Optional[Callable] = None
+class _ThreadState(threading.local):
+    """One thread's autograd state.  The class attribute is what every thread starts with (grad mode
+    on, no tracer), so a new thread needs no set-up call."""
+
+    #: ``(grad mode on, tracer or None)``; the tracer is called as ``fn(op, inputs, outputs, params)``
+    #: after every op while a shape dry run records (see tracing.py).  One tuple, replaced whole on
+    #: every change, because a thread-local read costs several plain ones and ``apply`` needs both
+    current = (True, None)
+
+
+state = _ThreadState()
 
 
 def is_grad_enabled() -> bool:
-    """Whether ops record the graph now (off inside ``no_grad``)."""
-    return _grad_enabled
+    """Whether ops record the graph now, in this thread (off inside ``no_grad``)."""
+    return state.current[0]
+
+
+def current_tracer() -> Optional[Callable]:
+    """The tracer that this thread's ops report to (None outside a shape trace)."""
+    return state.current[1]
+
+
+def swap_tracer(tracer: Optional[Callable]) -> Optional[Callable]:
+    """Install ``tracer`` for this thread's ops and return the one it replaces."""
+    grad_enabled, previous = state.current
+    state.current = (grad_enabled, tracer)
+    return previous
+
+
+def _set_grad_enabled(mode: bool) -> bool:
+    """Set this thread's grad mode and return the one it replaces."""
+    previous, tracer = state.current
+    state.current = (mode, tracer)
+    return previous
 
 
 class _GradMode:
@@ -30,14 +58,11 @@ class _GradMode:
         self._mode = mode
 
     def __enter__(self):
-        global _grad_enabled
-        self._prev = _grad_enabled
-        _grad_enabled = self._mode
+        self._prev = _set_grad_enabled(self._mode)
         return self
 
     def __exit__(self, *exc) -> None:
-        global _grad_enabled
-        _grad_enabled = self._prev
+        _set_grad_enabled(self._prev)
 
     def __call__(self, fn):
         mode = self._mode
@@ -67,22 +92,19 @@ class _SetGradEnabled(_GradMode):
     __slots__ = ()
 
     def __init__(self, mode: bool) -> None:
-        global _grad_enabled
         self._mode = mode
-        self._prev = _grad_enabled
-        _grad_enabled = mode
+        self._prev = _set_grad_enabled(mode)
 
     def __enter__(self):
         return self
 
     def __call__(self, fn):
-        global _grad_enabled
-        _grad_enabled = self._prev  # as a decorator it must not change the mode where it is applied
+        _set_grad_enabled(self._prev)  # as a decorator it must not change the mode where it is applied
         return super().__call__(fn)
 
 
 def set_grad_enabled(mode: bool) -> _GradMode:
-    """Turn graph recording on or off: as a call, a context manager or a decorator."""
+    """Turn graph recording on or off in this thread: as a call, a context manager or a decorator."""
     return _SetGradEnabled(bool(mode))
 
 

@@ -28,7 +28,7 @@ def _make(name: str) -> Backend:
         if name == "numpy":
             from .numpy_backend import NumpyBackend
 
-            _by_name[name] = NumpyBackend()
+            _by_name.setdefault(name, NumpyBackend())  # threads making it at once all keep the first
         elif name == "array_api_strict":
             try:
                 from .strict_backend import StrictBackend
@@ -37,7 +37,7 @@ def _make(name: str) -> Backend:
                     "the 'array_api_strict' backend needs the array-api-strict package: "
                     "pip install array-api-strict"
                 ) from e
-            _by_name[name] = StrictBackend()
+            _by_name.setdefault(name, StrictBackend())
         else:
             raise ValueError(f"unknown CPU backend {name!r}; choose 'numpy' or 'array_api_strict'.")
     return _by_name[name]
@@ -117,7 +117,7 @@ def _cuda(device: str) -> Backend:
     key = f"cuda:{index}"
     b = _devices.get(key)
     if b is None:
-        b = _devices[key] = _make_cuda(device, index)
+        b = _devices.setdefault(key, _make_cuda(device, index))  # threads making it at once share the first
     return b
 
 

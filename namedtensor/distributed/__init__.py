@@ -16,9 +16,10 @@ and in the script::
 
 Collectives on named tensors keep names (``all_reduce``, ``broadcast``, ``all_gather``,
 ``reduce_scatter``; see :mod:`.collectives`).  mpi4py is imported only when a process group starts;
-without it the error says what to install.  Modules: :mod:`.group` (the process group),
-:mod:`.collectives`, :mod:`.ddp`, :mod:`.sampler`, and the transports :mod:`._transport` (MPI) and
-:mod:`._nccl`.
+without it the error says what to install.  A failing rank ends the job instead of hanging it: an
+uncaught exception aborts every process, and every wait times out (``init_process_group(timeout=)``).
+Modules: :mod:`.group` (the process group), :mod:`.collectives`, :mod:`.ddp`, :mod:`.sampler`, the
+transports :mod:`._transport` (MPI) and :mod:`._nccl`, and :mod:`._watch` (aborts, timed waits).
 """
 
 from .collectives import Work, all_gather, all_reduce, broadcast, reduce_scatter

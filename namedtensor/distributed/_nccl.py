@@ -4,7 +4,7 @@ Each process drives one GPU: the ``local rank`` (its index among the processes o
 from MPI) modulo the machine's GPU count, which becomes the device that ``"cuda"`` means.  Rank 0
 makes NCCL's unique id and MPI broadcasts it; then every rank joins the NCCL communicator.
 Collectives run on a stream of their own, after the work already queued on the current stream;
-``wait`` blocks the host until they are done.  Tensors must be CUDA tensors on the rank's device.
+``test`` says whether one is done (the group's watch polls it under the timeout).  Tensors must be CUDA tensors on the rank's device.
 """
 
 from __future__ import annotations
@@ -107,9 +107,6 @@ class NcclTransport:
     def reduce_scatter(self, send: Any, recv: Any, op: str) -> Any:
         return self._launch(lambda s: self.comm.reduceScatter(send.data.ptr, recv.data.ptr, recv.size,
                                                               self._type(send), self._ops[op], s))
-
-    def wait(self, handle: Any) -> None:
-        handle.synchronize()
 
     def test(self, handle: Any) -> bool:
         return handle.done

@@ -2,8 +2,8 @@
 
 A transport knows nothing of names: it stages a tensor's values into a contiguous buffer (the
 tensor's own memory where it can), starts non-blocking collectives on buffers and returns a
-handle that ``wait`` finishes.  :mod:`.collectives` and :mod:`.ddp` call it; the NCCL one is in
-:mod:`._nccl`.
+handle that ``test`` says is done; the group's watch (:mod:`._watch`) waits on it under the
+timeout.  :mod:`.collectives` and :mod:`.ddp` call it; the NCCL one is in :mod:`._nccl`.
 """
 
 from __future__ import annotations
@@ -62,9 +62,6 @@ class MpiTransport:
 
     def reduce_scatter(self, send: Any, recv: Any, op: str) -> Any:
         return self.comm.Ireduce_scatter_block(send, recv, self._op(op, send))
-
-    def wait(self, handle: Any) -> None:
-        handle.Wait()
 
     def test(self, handle: Any) -> bool:
         return handle.Test()

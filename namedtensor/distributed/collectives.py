@@ -15,13 +15,16 @@ rank raises the same error (a ``NamesError`` when the names differ) instead of h
 up dims.  ``check=False`` skips that exchange for hot loops whose tensors are known to agree.
 
 ``async_op=True`` starts the collective and returns a :class:`Work`; ``work.wait()`` finishes it
-and returns the result.  Until then the tensor must be neither read nor written.  Collectives are
+and returns the result.  Every wait (and the metadata check) raises a ``TimeoutError`` past the
+group's timeout (``init_process_group(timeout=...)``), naming the collective and the ranks that did
+not arrive, or a ``RuntimeError`` at once when a rank it waits for has exited.  Until then the tensor must be neither read nor written.  Collectives are
 not recorded by autograd.  Reductions: ``"sum"``, ``"mean"`` (floating dtypes), ``"max"``, ``"min"``,
 ``"prod"``; on bool tensors ``"max"`` is any and ``"min"`` is all.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable, Hashable, Optional
 
 from .. import _names
@@ -36,20 +39,21 @@ OPS = ("sum", "mean", "max", "min", "prod")
 class Work:
     """A collective in flight (``async_op=True``): ``wait()`` finishes it and returns its result."""
 
-    __slots__ = ("op", "_transport", "_handle", "_finish", "_result")
+    __slots__ = ("op", "_group", "_handle", "_finish", "_result", "_seq")
 
-    def __init__(self, op: str, transport: Any, handle: Any, finish: Callable[[], Tensor]) -> None:
+    def __init__(self, op: str, group: ProcessGroup, handle: Any, finish: Callable[[], Tensor]) -> None:
         self.op = op
-        self._transport = transport
+        self._group = group
         self._handle = handle
         self._finish = finish
         self._result: Optional[Tensor] = None
+        self._seq = group.watch.start()
 
     def wait(self) -> Tensor:
         """Block until the collective is done; the result (for ``all_reduce``/``broadcast``, the
-        tensor given, now holding it)."""
+        tensor given, now holding it).  Past the group's timeout it raises a ``TimeoutError``."""
         if self._handle is not None:
-            self._transport.wait(self._handle)
+            self._group.watch.wait(partial(self._group.transport.test, self._handle), self.op, self._seq)
             self._handle = None
             self._result = self._finish()
             self._finish = None
@@ -57,7 +61,7 @@ class Work:
 
     def is_completed(self) -> bool:
         """Whether the collective is done (finishing it if so), without blocking."""
-        if self._handle is not None and self._transport.test(self._handle):
+        if self._handle is not None and self._group.transport.test(self._handle):
             self.wait()
         return self._handle is None
 
@@ -66,7 +70,7 @@ class Work:
 
 
 def _start(group: ProcessGroup, op: str, handle: Any, finish: Callable[[], Tensor], async_op: bool):
-    work = Work(op, group.transport, handle, finish)
+    work = Work(op, group, handle, finish)
     return work if async_op else work.wait()
 
 
@@ -88,7 +92,7 @@ def _check_op(reduce: str, t: Tensor, op: str) -> None:
 def _agree(group: ProcessGroup, what: str, t: Tensor, **args: Hashable) -> None:
     """Raise the same error on every rank unless all ranks passed alike tensors and arguments."""
     mine = (t.names, tuple(t.shape), t.dtype.name, tuple(sorted(args.items())))
-    every = group.comm.allgather(mine)
+    every = group.watch.exchange(mine, what)
     if all(s == every[0] for s in every):
         return
     odd = [r for r, s in enumerate(every) if s != every[0]]

@@ -17,6 +17,11 @@ The techniques of the PyTorch DDP paper (Li et al., "PyTorch Distributed", VLDB 
 * **Before the optimizer step.**  When backward ends (an engine callback), the buckets not yet
   started start, all are awaited, and every gradient becomes its mean over the ranks, copied back
   into ``param.grad`` with its names.
+* **Steps stay aligned.**  A step is a forward in training mode with grad enabled, outside
+  ``no_sync``.  Each bucket also carries one slot per rank with that rank's step, so a rank that
+  caught an exception and skipped a step's backward cannot have its next gradients averaged with
+  another rank's previous ones: every rank raises the same RuntimeError naming the ranks' steps.
+  Bucket waits time out like collectives (``init_process_group(timeout=...)``).
 
 Unused parameters need no flag: a parameter that gets no gradient on a rank in a backward counts
 as zero there, and its bucket starts when backward ends.  Each bucket also carries one count per
@@ -31,25 +36,31 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from functools import partial
 from typing import Any, Iterator, List, Mapping, Optional, Tuple
 
 from .._internal import backend_of, bump_version, raw, wrap
 from .._names import fmt
 from ..autograd.engine import queue_callback
-from ..autograd.graph import no_grad
+from ..autograd.graph import is_grad_enabled, no_grad
 from ..nn.module import Module
 from ..tensor import Tensor
 from . import collectives
 from .group import ProcessGroup, require_group
 
 
+#: the largest integer below which a float of each size (in bytes) holds every integer exactly
+_EXACT = {2: 2 ** 11, 4: 2 ** 24, 8: 2 ** 53}
+
+
 class _Bucket:
     """Gradients reduced together: a flat buffer holding each parameter's gradient at its offset,
-    then one slot per parameter counting the ranks that used it."""
+    then one slot per parameter counting the ranks that used it, then one slot per rank holding its
+    step (the all-reduce sums zeros into the others' slots, so every rank reads every rank's step)."""
 
-    __slots__ = ("params", "spans", "total", "flat", "ready", "pending", "handle")
+    __slots__ = ("params", "spans", "total", "flat", "ready", "pending", "handle", "seq", "modulus")
 
-    def __init__(self, params: List[Tensor], transport: Any) -> None:
+    def __init__(self, params: List[Tensor], transport: Any, world: int) -> None:
         self.params = params
         self.spans: List[Tuple[int, int]] = []
         offset = 0
@@ -58,10 +69,12 @@ class _Bucket:
             offset += p.numel()
         self.total = offset
         like, _ = transport.stage(backend_of(params[0]), raw(params[0]))
-        self.flat = transport.empty((offset + len(params),), like)
+        self.flat = transport.empty((offset + len(params) + world,), like)
+        self.modulus = _EXACT[self.flat.dtype.itemsize]  # steps are sent modulo it, exactly
         self.ready = [False] * len(params)
         self.pending = len(params)
         self.handle: Any = None
+        self.seq = 0
 
     def put(self, k: int, grad: Tensor, transport: Any) -> None:
         """Copy parameter ``k``'s gradient into the flat buffer."""
@@ -71,22 +84,36 @@ class _Bucket:
         self.ready[k] = True
         self.pending -= 1
 
-    def start(self, transport: Any) -> None:
-        """Zero the slots of parameters without a gradient, mark which were used, start the all-reduce."""
+    def start(self, group: ProcessGroup, step: int) -> None:
+        """Zero the slots of parameters without a gradient, mark which were used and this rank's
+        step, start the all-reduce."""
         for k, used in enumerate(self.ready):
             if not used:
                 start, stop = self.spans[k]
                 self.flat[start:stop] = 0
             self.flat[self.total + k] = 1 if used else 0
-        self.handle = transport.all_reduce(self.flat, "sum")
+        steps = self.total + len(self.params)
+        self.flat[steps:] = 0
+        self.flat[steps + group.rank] = step % self.modulus
+        self.handle = group.transport.all_reduce(self.flat, "sum")
+        self.seq = group.watch.start()
 
-    def finish(self, transport: Any, world: int) -> None:
-        """Wait for the all-reduce, then write each used parameter's mean gradient into its ``.grad``."""
-        transport.wait(self.handle)
+    def wait(self, group: ProcessGroup, what: str) -> None:
+        """Wait for the all-reduce (under the group's timeout)."""
+        group.watch.wait(partial(group.transport.test, self.handle), what, self.seq)
         self.handle = None
+
+    def steps(self, mine: int) -> List[int]:
+        """Every rank's step, read from the reduced buffer (this rank's is ``mine``)."""
+        m = self.modulus
+        sent = self.flat[self.total + len(self.params):].tolist()
+        return [mine + (int(v) - mine + m // 2) % m - m // 2 for v in sent]
+
+    def write(self, transport: Any, world: int) -> None:
+        """Write each used parameter's mean gradient into its ``.grad``."""
         grads = self.flat[:self.total]
         grads /= world
-        users = self.flat[self.total:].tolist()
+        users = self.flat[self.total:self.total + len(self.params)].tolist()
         for p, (start, stop), n in zip(self.params, self.spans, users):
             if n == 0:  # no rank used it: leave .grad as it is
                 continue
@@ -98,8 +125,27 @@ class _Bucket:
                 bump_version(g)
             else:
                 p.grad = wrap(B.asarray(value, copy=True), p.names, B)
+        self.reset()
+
+    def reset(self) -> None:
         self.ready = [False] * len(self.params)
         self.pending = len(self.params)
+
+
+def _check_steps(steps: List[int]) -> None:
+    """Raise, on every rank alike, unless all ranks sent the same step."""
+    if all(s == steps[0] for s in steps):
+        return
+    by_step: dict = {}
+    for r, s in enumerate(steps):
+        by_step.setdefault(s, []).append(r)
+    shown = "; ".join(f"{'rank' if len(rs) == 1 else 'ranks'} {', '.join(map(str, rs))} at step {s}"
+                      for s, rs in sorted(by_step.items(), key=lambda item: item[1][0]))
+    raise RuntimeError(
+        f"DistributedDataParallel: the ranks are at different steps: {shown} (a step is a forward in training "
+        "mode with grad enabled, outside no_sync). Averaging would mix gradients of different steps, so no "
+        ".grad was written. Every rank must run the same steps: a rank that catches an exception and skips a "
+        "step falls out of step; let the exception end the job instead, and evaluate under nt.no_grad().")
 
 
 def _signature(module: Module) -> list:
@@ -135,7 +181,7 @@ def _differences(mine: list, theirs: list, rank: int) -> List[str]:
 
 def _check_same_model(group: ProcessGroup, module: Module) -> None:
     """Raise the same error on every rank unless all ranks' models have alike parameters and buffers."""
-    every = group.comm.allgather(_signature(module))
+    every = group.watch.exchange(_signature(module), "DistributedDataParallel")
     odd = [r for r, s in enumerate(every) if s != every[0]]
     if not odd:
         return
@@ -191,6 +237,7 @@ class DistributedDataParallel(Module):
         self._sync = True
         self._next = 0  # the first bucket not started in this backward
         self._queued = False  # whether this backward's end-callback is queued
+        self._step = 0  # forwards in training mode with grad enabled, outside no_sync
         with no_grad():
             works = [collectives.broadcast(t, 0, async_op=True, check=False)
                      for t in list(module.parameters()) + list(module.buffers())]
@@ -217,7 +264,7 @@ class DistributedDataParallel(Module):
             else:
                 last.append(p)
                 size += nbytes
-        return [_Bucket(ps, self._group.transport) for ps in groups]
+        return [_Bucket(ps, self._group.transport, self._group.size) for ps in groups]
 
     # ------------------------------------------------------------------ backward
     def _ready(self, b: int, k: int, p: Tensor) -> None:
@@ -227,25 +274,34 @@ class DistributedDataParallel(Module):
         if not self._queued:
             queue_callback(self._finish)
             self._queued = True
-        transport = self._group.transport
+        group = self._group
         bucket = self._buckets[b]
-        bucket.put(k, p.grad, transport)
+        bucket.put(k, p.grad, group.transport)
         if self.overlap and bucket.pending == 0:
             buckets = self._buckets
             while self._next < len(buckets) and buckets[self._next].pending == 0:
-                buckets[self._next].start(transport)
+                buckets[self._next].start(group, self._step)
                 self._next += 1
-        transport.progress([bk.handle for bk in self._buckets[:self._next] if bk.handle is not None])
+        group.transport.progress([bk.handle for bk in self._buckets[:self._next] if bk.handle is not None])
 
     def _finish(self) -> None:
-        """At the end of backward: start the remaining buckets, wait for all, average the gradients."""
+        """At the end of backward: start the remaining buckets, wait for all, check that every rank
+        is at this step, average the gradients."""
         self._queued = False
-        transport = self._group.transport
+        group = self._group
         for bucket in self._buckets[self._next:]:
-            bucket.start(transport)
+            bucket.start(group, self._step)
         self._next = 0
+        for b, bucket in enumerate(self._buckets):
+            bucket.wait(group, self._what(b))
         for bucket in self._buckets:
-            bucket.finish(transport, self._group.size)
+            _check_steps(bucket.steps(self._step))
+        for bucket in self._buckets:
+            bucket.write(group.transport, group.size)
+
+    def _what(self, b: int) -> str:
+        return (f"DistributedDataParallel: all_reduce of gradient bucket {b} of {len(self._buckets)} "
+                f"(step {self._step})")
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:
@@ -263,6 +319,8 @@ class DistributedDataParallel(Module):
         """The wrapped module's forward (after copying rank 0's buffers, see ``broadcast_buffers``)."""
         if self._queued:  # a backward that raised before its end: drop what it started
             self._abandon()
+        if self._sync and self.training and is_grad_enabled():
+            self._step += 1
         if self.broadcast_buffers and self.training and self._group.size > 1:
             with no_grad():
                 for t in self.module.buffers():
@@ -271,13 +329,10 @@ class DistributedDataParallel(Module):
 
     def _abandon(self) -> None:
         self._queued = False
-        transport = self._group.transport
-        for bucket in self._buckets:
+        for b, bucket in enumerate(self._buckets):
             if bucket.handle is not None:
-                transport.wait(bucket.handle)
-                bucket.handle = None
-            bucket.ready = [False] * len(bucket.params)
-            bucket.pending = len(bucket.params)
+                bucket.wait(self._group, self._what(b))
+            bucket.reset()
         self._next = 0
 
     def state_dict(self, *args: Any, **kwargs: Any):

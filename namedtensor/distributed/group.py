@@ -4,43 +4,60 @@
 processes of a given MPI communicator) into one group; ``backend="nccl"`` moves CUDA tensors
 between GPUs with NCCL, with MPI to start it.  Run without ``mpiexec``, a script is a group of one
 (rank 0 of 1), so the same script runs alone.  The group works on a duplicate of the communicator,
-so the program's own MPI calls never match the library's.
+so the program's own MPI calls never match the library's, and on a second one for the messages that
+find out which rank a wait is missing (:mod:`._watch`).
+
+A failing rank ends the job instead of hanging it: from ``init_process_group`` on, an uncaught
+exception aborts every process, and every wait of the group raises past ``timeout`` seconds.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import atexit
+import datetime
+import math
+import time
+from typing import Any, Optional, Tuple, Union
 
-from . import _mpi
+from . import _mpi, _watch
 from ._transport import MpiTransport
 
 BACKENDS = ("mpi", "nccl")
+#: seconds a wait of the group may last (PyTorch's default too): generous, for a rank that evaluates or saves
+DEFAULT_TIMEOUT = 1800.0
 
 
 class ProcessGroup:
     """The processes that work together: ``rank`` (this one's index), ``size``, ``backend``, the MPI
-    communicator ``comm`` (also used for small metadata exchanges) and the ``transport`` of tensors."""
+    communicator ``comm``, the ``transport`` of tensors, and the ``watch`` that times every wait
+    (``watch.timeout`` seconds) and makes the small metadata exchanges."""
 
-    def __init__(self, backend: str, comm: Any, MPI: Any, transport: Any) -> None:
+    def __init__(self, backend: str, comm: Any, MPI: Any, transport: Any, watch: _watch.Watch) -> None:
         self.backend = backend
         self.comm = comm
         self.MPI = MPI
         self.transport = transport
+        self.watch = watch
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
 
 
 _group: Optional[ProcessGroup] = None
+_farewell_registered = False
 
 
-def init_process_group(backend: str = "mpi", comm: Any = None) -> None:
+def init_process_group(backend: str = "mpi", comm: Any = None,
+                       timeout: Union[float, datetime.timedelta, None] = None) -> None:
     """Join this process to the group of all processes that ``mpiexec`` started.
 
     ``backend``: ``"mpi"`` (tensors of any device; CPU tensors go without a copy where they are
     contiguous) or ``"nccl"`` (CUDA tensors, one GPU per process: the process's index on its
     machine modulo the GPU count becomes the device ``"cuda"`` means).  ``comm``: an mpi4py
     communicator to use instead of ``COMM_WORLD`` (to train in a subset of the processes).
-    Every process of the group must call it.
+    ``timeout``: how long any wait of the group may last, in seconds or as a ``datetime.timedelta``
+    (default 30 minutes); past it the wait raises a ``TimeoutError`` naming the collective and the
+    ranks that did not arrive.  Every process of the group must call it.  From here on an uncaught
+    exception on any rank aborts the whole job (``MPI_Abort``), printing the rank and its traceback.
     """
     global _group
     if _group is not None:
@@ -49,18 +66,58 @@ def init_process_group(backend: str = "mpi", comm: Any = None) -> None:
     if backend not in BACKENDS:
         raise ValueError(f"init_process_group: unknown backend {backend!r}; choose 'mpi' (CPU or any device) "
                          "or 'nccl' (CUDA tensors).")
+    seconds = _seconds(timeout)
     MPI = _mpi.load("init_process_group")
-    base = MPI.COMM_WORLD if comm is None else comm
-    comm = base.Dup()
+    _watch.abort_on_uncaught_exceptions(MPI)
+    comm, side = _duplicate(MPI.COMM_WORLD if comm is None else comm, MPI, seconds)
+    watch = _watch.Watch(comm, side, MPI, seconds)
     try:
-        transport = MpiTransport(comm, MPI) if backend == "mpi" else _nccl_transport(comm, MPI)
+        transport = MpiTransport(comm, MPI) if backend == "mpi" else _nccl_transport(comm, MPI, watch)
     except BaseException:
         comm.Free()
+        side.Free()
         raise
-    _group = ProcessGroup(backend, comm, MPI, transport)
+    _group = ProcessGroup(backend, comm, MPI, transport, watch)
+    _say_farewell_at_exit()
 
 
-def _nccl_transport(comm: Any, MPI: Any) -> Any:
+def _seconds(timeout: Union[float, datetime.timedelta, None]) -> float:
+    if timeout is None:
+        return DEFAULT_TIMEOUT
+    seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
+        raise ValueError(f"init_process_group: timeout must be a positive number of seconds or a "
+                         f"datetime.timedelta, got {timeout!r}.")
+    return float(seconds)
+
+
+def _duplicate(base: Any, MPI: Any, seconds: float) -> Tuple[Any, Any]:
+    """Two duplicates of ``base`` (the group's, and the side channel's), under the timeout: a rank
+    that never calls init_process_group must not hang the others in it."""
+    comm, first = base.Idup()
+    side, second = base.Idup()
+    requests = [first, second]
+    if not _watch.poll(lambda: MPI.Request.Testall(requests), time.monotonic() + seconds, lambda: False):
+        raise TimeoutError(f"init_process_group: timed out after {seconds:g} s on rank {base.Get_rank()} of "
+                           f"{base.Get_size()}: not every process called init_process_group (one may have failed "
+                           "or exited before it).")
+    return comm, side
+
+
+def _say_farewell_at_exit() -> None:
+    """At exit, a process whose group is still up tells the other ranks, which stop waiting for it."""
+    global _farewell_registered
+    if not _farewell_registered:
+        atexit.register(_farewell)
+        _farewell_registered = True
+
+
+def _farewell() -> None:
+    if _group is not None:
+        _group.watch.farewell()
+
+
+def _nccl_transport(comm: Any, MPI: Any, watch: _watch.Watch) -> Any:
     from . import _nccl
 
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)  # this rank's index on its machine picks its GPU
@@ -70,7 +127,7 @@ def _nccl_transport(comm: Any, MPI: Any) -> Any:
         parts, problem = _nccl.prepare(local_rank), None
     except RuntimeError as e:
         parts, problem = None, str(e)
-    problems = comm.allgather(problem)  # every rank learns of any rank that cannot take part
+    problems = watch.exchange(problem, "init_process_group")  # every rank learns of any rank that cannot take part
     failed = [(r, p) for r, p in enumerate(problems) if p is not None]
     if failed:
         shown = "; ".join(f"rank {r}: {p}" for r, p in failed)
@@ -86,6 +143,7 @@ def destroy_process_group() -> None:
     _group = None
     group.transport.close()
     group.comm.Free()
+    group.watch.side.Free()
 
 
 def is_available() -> bool:
@@ -122,5 +180,7 @@ def get_backend() -> str:
 
 
 def barrier() -> None:
-    """Wait until every process of the group has reached this call."""
-    require_group("barrier").comm.Barrier()
+    """Wait until every process of the group has reached this call (under the group's timeout)."""
+    group = require_group("barrier")
+    seq = group.watch.start()
+    group.watch.wait(group.comm.Ibarrier().Test, "barrier", seq)

@@ -142,7 +142,7 @@ def target(a: Tensor, b, refs_a: int, refs_b: int, limit: int, saves_inputs: boo
     below which an operand is a temporary there.  While a graph is recorded, only ops whose backward
     needs no input (add, sub) may overwrite one.
     """
-    if saves_inputs and mode._grad_enabled and (a._rg or (isinstance(b, Tensor) and b._rg)):
+    if saves_inputs and mode.is_grad_enabled() and (a._rg or (isinstance(b, Tensor) and b._rg)):
         return None
     B = a._B
     if not B.supports_out:
@@ -179,10 +179,11 @@ def _into_temporary(op, out_fn: str, a, b, refs_a: int, refs_b: int, limit: int)
     else:
         y = Tensor._make(getattr(B, out_fn)(a._data, b, out=out), a._names, B)
         needs_grad = a._rg
-    if needs_grad and mode._grad_enabled:
+    grad_enabled, tracer = mode.state.current
+    if needs_grad and grad_enabled:
         record(op, (a, b), (y,), {}, None, B)
-    if mode._tracer is not None:
-        mode._tracer(op, (a, b), (y,), {})
+    if tracer is not None:
+        tracer(op, (a, b), (y,), {})
     return y
 
 

@@ -71,7 +71,7 @@ def _move(t: Tensor, B, non_blocking: bool) -> Tensor:
     out = Tensor._make(backends.transfer(t.array, t._B, B, non_blocking), t._names, B)
     if B.device == "meta":  # a spec of t for a dry run (shapes only): a leaf of its own
         return out.requires_grad_(True) if t._rg else out
-    if t._rg and mode._grad_enabled:
+    if t._rg and mode.is_grad_enabled():
         record(_ToDevice, (t,), (out,), {"src": t.device}, None, B)
     return out
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Optional, Protocol, cast
 
+from .. import _dtypes
 from .._names import unify
 from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
@@ -182,7 +183,24 @@ floor = unary("floor", lambda B, x: B.floor(x), _zero_grad)
 ceil = unary("ceil", lambda B, x: B.ceil(x), _zero_grad)
 round = unary("round", lambda B, x: B.round(x), _zero_grad)
 reciprocal = unary("reciprocal", lambda B, x: B.divide(1, x), lambda x, y, g: -g * y * y, saves_output=True)
-square = unary("square", lambda B, x: x * x, lambda x, y, g: g * 2 * x, saves_input=True)
+def _no_int8(B, out):
+    """``out``, unless NumPy's promotion made it a dtype no tensor holds: bool // bool, bool % bool and
+    bool ** bool are int8 there."""
+    try:
+        B.dtype_of(out)
+    except TypeError:
+        raise TypeError(f"not defined for bool operands (NumPy's result is {out.dtype}, which no tensor here "
+                        "holds); convert them first, e.g. x.to(nt.int64).") from None
+    return out
+
+
+def _square(B, x):
+    if B.dtype_of(x) is _dtypes.bool_:  # NumPy's square of a bool is an int8, which no tensor here holds
+        raise TypeError("square: not defined for bool tensors; convert first (x.to(nt.int64)) or write x & x.")
+    return x * x
+
+
+square = unary("square", _square, lambda x, y, g: g * 2 * x, saves_input=True)
 logical_not = unary("logical_not", lambda B, x: B.logical_not(x))
 isnan = unary("isnan", lambda B, x: B.isnan(x))
 isinf = unary("isinf", lambda B, x: B.isinf(x))
@@ -270,14 +288,15 @@ mul = binary("mul", lambda B, a, b: B.multiply(a, b), lambda a, b, y, g: (g * b,
              reuses="multiply")
 div = binary("div", lambda B, a, b: B.divide(a, b), lambda a, b, y, g: (g / b, -g * y / b), saves_inputs=True,
              saves_output=True, reuses="divide")
-pow = binary("pow", lambda B, a, b: B.pow(a, b), _pow_grads,
+pow = binary("pow", lambda B, a, b: _no_int8(B, B.pow(a, b)), _pow_grads,
              saves_inputs=True, saves_output=True)
 maximum = binary("maximum", lambda B, a, b: B.maximum(a, b), lambda a, b, y, g: _extremum_grads(a, b, g, a > b),
                  saves_inputs=True, reuses="maximum")
 minimum = binary("minimum", lambda B, a, b: B.minimum(a, b), lambda a, b, y, g: _extremum_grads(a, b, g, a < b),
                  saves_inputs=True, reuses="minimum")
-remainder = binary("remainder", lambda B, a, b: B.remainder(a, b), _remainder_grads, saves_inputs=True)
-floor_divide = binary("floor_divide", lambda B, a, b: B.floor_divide(a, b), lambda a, b, y, g: (g.zeros_like(), None))
+remainder = binary("remainder", lambda B, a, b: _no_int8(B, B.remainder(a, b)), _remainder_grads, saves_inputs=True)
+floor_divide = binary("floor_divide", lambda B, a, b: _no_int8(B, B.floor_divide(a, b)),
+                      lambda a, b, y, g: (g.zeros_like(), None))
 subtract = sub
 multiply = mul
 divide = true_divide = div

@@ -8,8 +8,8 @@ Name rules (all in :mod:`namedtensor._names`):
   PyTorch, to catch accidental alignment); the output is ``batch + a[-2] + b[-1]``
   and may not repeat a name.
 * ``dot(*tensors, over=...)`` (:func:`~namedtensor._names.contract`): every dim
-  is named; the names in ``over`` are summed; every other name appears once in the
-  output (a name shared by several operands is a batch dim, with equal sizes), in
+  is named; the names in ``over``, each in two operands at least, are summed; every other
+  name appears once in the output (a name shared by several operands is a batch dim, with equal sizes), in
   order of first appearance unless ``out=`` orders them.
 * ``einsum(spec, *tensors)`` (:func:`~namedtensor._names.parse_einsum`): the spec's
   words name each operand's dims (refining them) and the output's.
@@ -248,8 +248,9 @@ def _as_names(x, what: str, op: str) -> Tuple[str, ...]:
 def dot(*tensors: Tensor, over: Union[str, Sequence[str]], out: Optional[Sequence[str]] = None) -> Tensor:
     """Contract by name: sum over the dims named in ``over``; keep every other name once.
 
-    Every dim of every operand must be named.  A name that several operands share and that
-    is not in ``over`` is a batch dim (its sizes must be equal).  The output's dims come in
+    Every dim of every operand must be named, and a name in ``over`` must be a dim of two operands
+    at least (a dim of one operand is summed with ``.sum``, so a typo is an error, not a wrong sum).
+    A name that several operands share and that is not in ``over`` is a batch dim (its sizes must be equal).  The output's dims come in
     order of first appearance, or in the order ``out`` gives.
 
         nt.dot(q, k, over="embed")        # (batch, seq, embed) . (batch, key, embed) -> (batch, seq, key)

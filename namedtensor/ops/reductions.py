@@ -544,13 +544,15 @@ class _Softmax(Op):
 
     @staticmethod
     def forward(B, x, axis, log):
+        if x.shape[axis] == 0:  # nothing to normalise: an empty result, as in PyTorch (no kernel sees it)
+            return B.zeros(x.shape, dtype=x.dtype)
         return B.softmax(x, axis, log)
 
     @staticmethod
     def backward(node, g):
         (y,) = node.saved_tensors()
         axis, log = node.params["axis"], node.params["log"]
-        if not is_grad_enabled():
+        if not is_grad_enabled() and node.in_shapes[0][axis]:
             B = node.B
             return (Tensor._make(B.softmax_backward(y._data, g._data, axis, log), node.in_names[0], B),)
         if log:
@@ -565,14 +567,12 @@ class _LogSoftmax(_Softmax):
 def softmax(t: Tensor, dim: Dim) -> Tensor:
     """``exp(t) / sum(exp(t))`` along ``dim`` (a name or an int), without overflow; keeps the names."""
     ax = _names.axis(t._names, dim, "softmax")
-    _nonempty(t, (ax,), "softmax")
     return apply(_Softmax, (as_float_tensor(t),), t._names, axis=ax, log=False)
 
 
 def log_softmax(t: Tensor, dim: Dim) -> Tensor:
     """``log(softmax(t, dim))`` computed directly (accurate for very negative logits); keeps the names."""
     ax = _names.axis(t._names, dim, "log_softmax")
-    _nonempty(t, (ax,), "log_softmax")
     return apply(_LogSoftmax, (as_float_tensor(t),), t._names, axis=ax, log=True)
 
 

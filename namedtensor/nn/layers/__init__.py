@@ -1,5 +1,9 @@
 """The layers: each reads and writes named dims, documented in its docstring.
 
+Each also takes PyTorch's signature (``Linear(4, 8)``, ``LayerNorm(16)``, ``MultiheadAttention(8, 2)``...),
+told from the named one by the arguments' types (``_forms``), and then acts on the last dims, by
+position, whatever their names, with PyTorch's parameters and results.
+
 =================  ==========================================================
 module             layers
 =================  ==========================================================

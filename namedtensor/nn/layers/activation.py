@@ -1,18 +1,26 @@
 """Activation layers: ``ReLU GELU SiLU Tanh Sigmoid`` (elementwise) and ``Softmax LogSoftmax`` (along a dim).
 
-Name rule: the output has the input's names.  ``Softmax(dim)`` normalises along
-the dim named ``dim`` wherever it is.
+Name rule: the output has the input's names.  ``Softmax(dim)`` normalises along the dim ``dim``: a
+name wherever it is, or an int position as in PyTorch (``Softmax(dim=-1)``).  PyTorch's
+``inplace=True`` (``ReLU``, ``SiLU``) is refused: these layers never overwrite their input.
 """
 
 from __future__ import annotations
 
+from typing import Hashable, Optional
+
 from ...tensor import Tensor
 from .. import functional as F
 from ..module import Module
+from ._forms import refuse_inplace
 
 
 class ReLU(Module):
     """``max(x, 0)`` elementwise; every dim passes through."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        refuse_inplace("ReLU", inplace)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(x)
@@ -38,6 +46,10 @@ class GELU(Module):
 class SiLU(Module):
     """``x * sigmoid(x)`` elementwise; every dim passes through."""
 
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        refuse_inplace("SiLU", inplace)
+
     def forward(self, x: Tensor) -> Tensor:
         return F.silu(x)
 
@@ -56,12 +68,21 @@ class Sigmoid(Module):
         return F.sigmoid(x)
 
 
+def _along(layer: str, dim: Optional[Hashable]) -> Hashable:
+    if dim is None:
+        # PyTorch guesses a dim from the input's rank (deprecated); a guess here would be silent
+        raise TypeError(f"{layer}: give the dim to normalise along, a name or an int: {layer}(dim=-1) or "
+                        f"{layer}('embed'). PyTorch's dim=None (a dim guessed from the input's rank) is not "
+                        "supported.")
+    return dim
+
+
 class Softmax(Module):
     """Softmax along the dim ``dim`` (a name, or an int); every dim passes through."""
 
-    def __init__(self, dim) -> None:
+    def __init__(self, dim: Optional[Hashable] = None) -> None:
         super().__init__()
-        self.dim = dim
+        self.dim = _along("Softmax", dim)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.softmax(x, self.dim)
@@ -73,9 +94,9 @@ class Softmax(Module):
 class LogSoftmax(Module):
     """Log of the softmax along the dim ``dim`` (a name, or an int); every dim passes through."""
 
-    def __init__(self, dim) -> None:
+    def __init__(self, dim: Optional[Hashable] = None) -> None:
         super().__init__()
-        self.dim = dim
+        self.dim = _along("LogSoftmax", dim)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.log_softmax(x, self.dim)
