@@ -34,16 +34,21 @@ from .ops.elementwise import (add, ceil, clamp, clip, cos, div, divide, eq, erf,
                               remainder, rsqrt, sigmoid, sign, silu, sin, softplus, sqrt, square, sub, subtract, tan,
                               tanh, true_divide, where)
 from .ops.elementwise import abs as abs, pow as pow, round as round  # nt.abs: not in __all__
-from .ops.indexing import gather, index_select, isel, masked_fill, narrow, select
+from .ops.elementwise import (acos, acosh, addcdiv, addcmul, asin, asinh, atan, atan2, atanh, clamp_max, clamp_min,
+                              copysign, cosh, digamma, erfc, erfinv, exp2, fmod, frac, hypot, lerp, lgamma, log2,
+                              log10, logaddexp, nan_to_num, polygamma, sinh, threshold, trunc)
+from .ops.creation import bernoulli, multinomial, normal, randint_like, randperm
+from .ops.indexing import diagonal, gather, index_select, isel, masked_fill, masked_select, narrow, select
 from .ops.joining import cat, chunk, concat, pad, split, stack, unbind
-from .ops.linalg import dot, einsum, matmul, outer
+from .ops.linalg import addmm, baddbmm, bmm, dot, einsum, matmul, mm, mv, outer
 from .ops.movement import flip, roll, tile, tril, triu
 from .ops.naming import align, align_as, align_to, permute, refine_names, rename, transpose
-from .ops.reductions import (amax, amin, argmax, argmin, cumprod, cumsum, log_softmax, logsumexp, mean, norm, prod,
-                             softmax, std, var)
+from .ops.reductions import (amax, amin, argmax, argmin, cdist, cumprod, cumsum, equal, log_softmax, logsumexp, mean,
+                             norm, prod, softmax, std, std_mean, var, var_mean)
 from .ops.reductions import all as all, any as any, max as max, min as min, sum as sum  # likewise
 from .ops.shape import broadcast_to, flatten, reshape, squeeze, unflatten, unsqueeze
-from .ops.sorting import ValuesIndices, argsort, sort, topk
+from .ops.sorting import ValuesIndices, argsort, kthvalue, median, mode, nanmedian, sort, topk
+from .ops.scans import cummax, cummin, logcumsumexp
 from .tensor import Tensor, install_methods
 from .serialization import load, save
 from . import cuda, data, nn, optim  # they build on the Tensor and its methods above
@@ -74,6 +79,7 @@ __all__ = [
     # creation
     "tensor", "as_tensor", "arange", "empty", "eye", "full", "linspace", "ones", "rand", "randint", "randn", "zeros",
     "empty_like", "full_like", "ones_like", "rand_like", "randn_like", "zeros_like", "manual_seed",
+    "randperm", "randint_like", "bernoulli", "multinomial", "normal",
     # naming
     "rename", "refine_names", "align_to", "align_as", "align", "permute", "transpose",
     # shape, joining, movement
@@ -81,18 +87,23 @@ __all__ = [
     "cat", "concat", "stack", "split", "chunk", "unbind", "pad",
     "flip", "roll", "tile", "tril", "triu",
     # indexing
-    "isel", "select", "narrow", "index_select", "gather", "masked_fill", "where",
+    "isel", "select", "narrow", "index_select", "gather", "masked_fill", "masked_select", "diagonal", "where",
     # elementwise math (and abs, round, pow)
     "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "gelu",
     "silu", "softplus", "erf", "sign", "floor", "ceil", "clip", "clamp", "reciprocal", "square",
+    "acos", "asin", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "trunc", "frac",
+    "erfc", "erfinv", "lgamma", "digamma", "polygamma", "threshold", "nan_to_num", "clamp_min", "clamp_max",
+    "atan2", "hypot", "logaddexp", "copysign", "fmod", "lerp", "addcmul", "addcdiv",
     "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "floor_divide", "remainder", "mod",
     "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
     "logical_and", "logical_or", "logical_xor", "logical_not",
     # reductions (and sum, max, min, any, all), sorting
     "mean", "prod", "amax", "amin", "argmax", "argmin", "std", "var", "logsumexp", "norm", "cumsum", "cumprod",
     "softmax", "log_softmax", "sort", "argsort", "topk", "ValuesIndices",
+    "median", "nanmedian", "mode", "kthvalue", "std_mean", "var_mean", "cummax", "cummin", "logcumsumexp", "cdist",
+    "equal",
     # contractions
-    "matmul", "dot", "einsum", "outer",
+    "matmul", "dot", "einsum", "outer", "mm", "bmm", "mv", "addmm", "baddbmm",
     # autograd
     "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
     # threads, checkpoints

@@ -20,12 +20,12 @@ from typing import Any, Callable, Optional, Tuple, Type, TypeVar
 from .autograd import mode
 from .autograd.mode import version_counter
 from .backends.base import Backend
-from .ops._common import int_sizes, operand
+from .ops._common import flag, int_sizes, operand
 from .ops.dtype import _target as parse_to_arg
 from .tensor import Tensor
 
 __all__ = ["wrap", "raw", "backend_of", "bump_version", "replace_array", "check_inplace", "leaf_view",
-           "swap_tracer", "int_sizes", "operand", "parse_to_arg"]
+           "swap_tracer", "int_sizes", "operand", "parse_to_arg", "flag"]
 
 Names = Tuple[Optional[str], ...]
 T = TypeVar("T", bound=Tensor)

@@ -195,6 +195,16 @@ def unify_all(names: Sequence[Names], op: str) -> Names:
     return out
 
 
+@_cache
+def unifiable(a: Names, b: Names) -> bool:
+    """Whether ``a`` and ``b`` broadcast under rule 2 (``equal`` answers False where they do not)."""
+    try:
+        _unify(a, b, "equal")
+    except NamesError:
+        return False
+    return True
+
+
 # --------------------------------------------------------------------------- rule 3: dims by name
 
 
@@ -996,6 +1006,60 @@ def masked(names: Names, mask: Names, op: str = "masked_fill") -> Names:
 
 
 @_cache
+def diagonal(names: Names, d1: Hashable, d2: Hashable, out_name: Name,
+             op: str = "diagonal") -> Tuple[int, int, Names]:
+    """``diagonal(dim1, dim2, out_name)``: both dims go and the diagonal becomes a new last dim named
+    ``out_name`` (unnamed by default: the diagonal of 'row' and 'col' is neither); ``(axis1, axis2, names)``."""
+    a, b = axis(names, d1, op), axis(names, d2, op)
+    if a == b:
+        raise ValueError(
+            f"{op}: dim1 and dim2 are the same dim, {_dim_label(names, a)} of {fmt(names)}; a diagonal needs two "
+            "different dims."
+        )
+    _check_name(out_name, op)
+    rest = tuple(n for i, n in enumerate(names) if i not in (a, b))
+    if out_name is not None and out_name in rest:
+        raise NamesError(
+            f"{op}: out_name {out_name!r} is already a dim of the result {fmt(rest)} (diagonal of "
+            f"{_dim_label(names, a)} and {_dim_label(names, b)} of {fmt(names)}); choose another name."
+        )
+    return a, b, validate(rest + (out_name,), len(rest) + 1, op)
+
+
+@_cache
+def cdist(a: Names, b: Names, op: str = "cdist") -> Names:
+    """``cdist(x1, x2)``: ``(..., P, M)`` and ``(..., R, M)`` give ``(..., P, R)``.  The batch dims unify
+    (rule 2); the feature dims ``M`` are summed over, so their names must be equal where both are
+    named; the row dims keep their names, which must differ (they become two dims of the output)."""
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(
+            f"{op}: both operands need at least 2 dims (..., rows, features), got {fmt(a)} and {fmt(b)}."
+        )
+    fa, fb = a[-1], b[-1]
+    if fa is not None and fb is not None and fa != fb:
+        raise NamesError(
+            f"{op}: the feature dims differ: {fa!r} (last dim of {fmt(a)}) vs {fb!r} (last dim of {fmt(b)}). "
+            "The distance sums over the feature dim of both; rename one of them if they really are the same dim."
+        )
+    for f, other in ((fa, b[:-1]), (fb, a[:-1])):
+        if f is not None and f in other:
+            raise _misaligned(op, a, b, f, "The feature dim of one operand is another dim of the other; rename one.")
+    if a[-2] is not None and a[-2] == b[-2]:
+        raise NamesError(
+            f"{op}: both row dims are named {a[-2]!r} ({fmt(a)} and {fmt(b)}), but they become two dims of the "
+            f"output; rename one of them, e.g. x2.rename({a[-2]}='{a[-2]}2')."
+        )
+    out = unify(a[:-2], b[:-2], op) + (a[-2], b[-2])
+    try:
+        return validate(out, len(out), op)
+    except NamesError:
+        raise NamesError(
+            f"{op}: the output {fmt(out)} of {fmt(a)} and {fmt(b)} would repeat a name: a row dim has the name "
+            "of a batch dim; rename one of them."
+        ) from None
+
+
+@_cache
 def inplace(self_names: Names, other: Names, op: str) -> Names:
     """In-place ops: the result keeps self's dims; other's names may only fill self's ``None`` dims."""
     if len(other) > len(self_names):
@@ -1202,6 +1266,51 @@ def attention_mask(mask: Names, weights: Names, q: Names, k: Names, v: Names,
                 "keys' sequence dims). Rename it, or remove it."
             )
     return tuple(mask.index(n) if n in mask else -1 for n in weights)
+
+
+def _same_dim(a: Name, b: Name, what: str, ops: str, op: str) -> Name:
+    """The name of a dim that two operands share by position: equal where both are named."""
+    if a is not None and b is not None and a != b:
+        raise NamesError(f"{op}: {what} are the same dim by position but named {a!r} and {b!r} ({ops}). "
+                         "Rename one of them, or give the dims by name with dim= and key_dim=.")
+    return b if a is None else a
+
+
+@_cache
+def attention_positional(q: Names, k: Names, v: Names, mask: Optional[Names],
+                         op: str = "scaled_dot_product_attention") -> Tuple[Tuple[int, ...], Tuple[int, ...],
+                                                                            Tuple[int, ...], Optional[Tuple[int, ...]],
+                                                                            Names, Names]:
+    """PyTorch's attention by position: ``(q_src, k_src, v_src, m_src, out_names, weights_names)``.
+
+    q is ``(..., L, E)``, k ``(..., S, E)``, v ``(..., S, Ev)`` and the mask broadcasts to the weights
+    ``(..., L, S)``; the batch dims broadcast from the right and their names unify (rule 2), q's and
+    k's ``E`` and k's and v's ``S`` must be equal where both are named, and each mask dim's name
+    equals the weights' at its position or one is ``None``.  The ``*_src`` tuples are as in
+    :func:`attention` (``m_src`` is None without a mask); the output is named ``batch + (L, Ev)``.
+    """
+    ops = _qkv(q, k, v, mask)
+    for label, names in (("q", q), ("k", k), ("v", v)):
+        if len(names) < 2:
+            raise ValueError(f"{op}: {label} must have at least 2 dims, (..., L, E) for q, (..., S, E) for k and "
+                             f"(..., S, Ev) for v ({ops}).")
+    nb = max(len(q), len(k), len(v)) - 2
+    if mask is not None and len(mask) > nb + 2:
+        raise ValueError(f"{op}: the mask has {len(mask)} dims, more than the attention weights (..., L, S) have "
+                         f"({nb + 2}; {ops}).")
+    batch = unify_all(tuple((None,) * (nb - len(t) + 2) + t[:-2] for t in (q, k, v)), op)
+    _same_dim(q[-1], k[-1], "q's and k's last dims (the features they contract)", ops, op)
+    key = _same_dim(k[-2], v[-2], "k's and v's second-to-last dims (the keys)", ops, op)
+    weights = batch + (q[-2], key)
+    m_src = None
+    if mask is not None:
+        lead = nb + 2 - len(mask)
+        for i, n in enumerate(mask):
+            _same_dim(weights[lead + i], n, f"the mask's dim {i} and the weights' dim {lead + i}", ops, op)
+        m_src = (-1,) * lead + tuple(range(len(mask)))
+    out = validate(batch + (q[-2], v[-1]), nb + 2, op)
+    q_src, k_src, v_src = ((-1,) * (nb + 2 - len(t)) + tuple(range(len(t))) for t in (q, k, v))
+    return q_src, k_src, v_src, m_src, out, weights
 
 
 # --------------------------------------------------------------------------- fused layers and losses

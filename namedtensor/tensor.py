@@ -24,8 +24,9 @@ from .autograd import mode
 class Tensor(TensorMethods):
     """A tensor with a name (or ``None``) for every dim.  Create with :func:`namedtensor.tensor`."""
 
-    __slots__ = ("_data", "_names", "_B", "_node", "_idx", "_rg", "_vc", "_grad", "_hooks", "_post_hooks",
-                 "__weakref__")
+    #: ``_view``, set on a view only: ``(base, op, params)``, how to compute it again from its base
+    __slots__ = ("_data", "_names", "_B", "_node", "_idx", "_rg", "_vc", "_view", "_grad", "_hooks",
+                 "_post_hooks", "__weakref__")
     # __array_ufunc__ and __array_function__ (NumPy's functions on tensors) are in numpy_protocols.py
 
     @staticmethod
@@ -42,8 +43,18 @@ class Tensor(TensorMethods):
     # ------------------------------------------------------------------ metadata
     @property
     def names(self) -> Tuple[Optional[str], ...]:
-        """One entry per dim: its name, or ``None``."""
+        """One entry per dim: its name, or ``None``.  ``t.names = names`` is ``t.rename_(*names)``
+        (``t.names = None`` drops them all), as in PyTorch's named tensors."""
         return self._names
+
+    @names.setter
+    def names(self, value) -> None:
+        if value is None:
+            self.rename_(None)
+            return
+        if isinstance(value, str) or not hasattr(value, "__iter__"):
+            _names.validate(value, self.ndim, "names")  # raises: a str or a non-sequence is no list of names
+        self.rename_(*value)
 
     @property
     def sizes(self) -> Dict[str, int]:
@@ -292,10 +303,35 @@ class Tensor(TensorMethods):
         t._vc = mode.version_counter(self)
         return t
 
+    @property
+    def data(self) -> "Tensor":
+        """PyTorch's ``.data``: the same data and names out of the graph, like :meth:`detach`, but with a
+        version counter of its own, so in-place edits through it are hidden from autograd (a graph that
+        saved this tensor still uses it, and sees the new values)."""
+        return Tensor._make(self._data, self._names, self._B)
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        """``t.data = other``: ``t`` holds ``other``'s array from now on (no copy, no graph, no version
+        bump); with as many dims as ``t``, the names unify (rule 2), else ``t`` takes ``other``'s."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data: expected a Tensor, got {type(value).__name__}.")
+        if value._B is not self._B:
+            raise ValueError(f"data: the new data is on {value.device}, this tensor on {self.device}; move it first.")
+        if self._rg and value.dtype.kind != "f":
+            raise TypeError(f"data: a tensor that requires grad needs floating-point data, got {value.dtype!r}.")
+        same = len(value._names) == len(self._names)
+        self._names = _names.unify(self._names, value._names, "data") if same else value._names
+        self._data = value._data
+
     def detach_(self) -> "Tensor":
         """Take this tensor out of the graph in place (it becomes a leaf that does not require grad)."""
         self._node = None
         self._rg = False
+        try:  # as detach(): edits of it no longer reach the tensor it viewed
+            del self._view
+        except AttributeError:
+            pass
         return self
 
     def _check_inplace(self, op: str, *others) -> None:

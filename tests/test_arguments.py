@@ -35,7 +35,7 @@ HISTORY = [
     ("flip", lambda t, d: t.flip(d)),
     ("roll", lambda t, d: t.roll((1,) * len(d), d)),
     ("squeeze", lambda t, d: x13().squeeze(d)),
-    ("layer_norm", lambda t, d: nt.nn.functional.layer_norm(t, d)),
+    ("layer_norm", lambda t, d: nt.nn.functional.layer_norm(t, dim=d)),
 ]
 
 

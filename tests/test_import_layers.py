@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 #: (layer, module patterns), lowest first; names are relative to the package, "" is the package itself
 LAYERS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
-    (0, ("_names", "_dtypes", "_tensor_methods")),
+    (0, ("_names", "_dtypes", "_tensor_methods", "_atomic_file")),
     (1, ("backends", "backends.*")),
     (2, ("autograd.mode", "tensor", "autograd.graph")),
     (3, ("ops", "ops.*", "_internal")),

@@ -24,7 +24,7 @@ UPPER = ("nn", "optim", "distributed", "testing", "serialization.py", "data.py",
          "cuda.py", "checking.py", "tracing.py", "numpy_protocols.py")
 
 #: private modules whose public names (or, for ``_internal``, all names) any module may use
-OPEN_MODULES = frozenset({"_names", "_dtypes", "_internal"})
+OPEN_MODULES = frozenset({"_names", "_dtypes", "_internal", "_atomic_file"})
 
 
 def _private(name: str) -> bool:

@@ -458,3 +458,19 @@ def test_outer_gradcheck_and_errors():
     assert a.outer(b).names == ("x", "y", None)
     with pytest.raises(nt.NamesError, match=r"outer: \('x',\) and \('y', 'x'\) share the name 'x'"):
         outer(a, nt.ones(2, 3, names=("y", "x")))
+
+
+@pytest.mark.parametrize("a, b", [
+    (("head",), ("head", None, None)),       # a vector's dim, contracted, is b's batch dim
+    (("x", "k"), (None, "k")),                # a's contracted dim is b's column dim
+    (("k", None), ("k", "j")),                # b's contracted dim is a's row dim
+])
+def test_matmul_a_shared_name_has_one_role(a, b):
+    """A name in both operands names the contracted pair or batch dims at one position; anywhere else it
+    would stand for two different dims."""
+    x, y = nt.ones(*(2,) * len(a), names=a), nt.ones(*(2,) * len(b), names=b)
+    with pytest.raises(nt.NamesError, match="matmul: .* are misaligned: .*The contracted dim of one operand has "
+                                            "the name of another dim of the other"):
+        x @ y
+    # the contracted pair itself may share its name
+    assert (nt.ones(2, 2, names=("i", "k")) @ nt.ones(2, names=("k",))).names == ("i",)

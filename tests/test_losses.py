@@ -96,7 +96,7 @@ def test_cross_entropy_class_indices_match_pytorch_formulas(case, reduction, eps
     if not ignore:
         target = np.where(target < 0, 0, target)
     tp, tp_names = _permuted(target, t_names, perm)
-    out = cross_entropy(nt.tensor(x, names=names), nt.tensor(tp, names=tp_names), dim, ignore_index=ignore_index,
+    out = cross_entropy(nt.tensor(x, names=names), nt.tensor(tp, names=tp_names), dim=dim, ignore_index=ignore_index,
                         label_smoothing=eps, reduction=reduction)
     expected = np_cross_entropy(x, target, ax, ignore_index, eps, reduction)
     if reduction == "none":
@@ -111,7 +111,7 @@ def test_cross_entropy_class_indices_match_pytorch_formulas(case, reduction, eps
 def test_cross_entropy_class_probabilities_match_pytorch_formulas(case, reduction, eps):
     x, names, ax, dim, target, t_names, perm = case
     tp, tp_names = _permuted(target, t_names, perm)
-    out = cross_entropy(nt.tensor(x, names=names), nt.tensor(tp, names=tp_names), dim, label_smoothing=eps,
+    out = cross_entropy(nt.tensor(x, names=names), nt.tensor(tp, names=tp_names), dim=dim, label_smoothing=eps,
                         reduction=reduction)
     expected = np_cross_entropy(x, target, ax, None, eps, reduction)
     if reduction == "none":  # the target's order, without the class dim
@@ -190,7 +190,7 @@ def test_nll_loss_matches_numpy(case, reduction, ignore):
     if not ignore:
         target = np.where(target < 0, 0, target)
     tp, tp_names = _permuted(target, t_names, perm)
-    out = nll_loss(nt.tensor(x, names=names), nt.tensor(tp, names=tp_names), dim,
+    out = nll_loss(nt.tensor(x, names=names), nt.tensor(tp, names=tp_names), dim=dim,
                    ignore_index=-100 if ignore else None, reduction=reduction)
     expected = np_nll(x, target, ax, -100 if ignore else None, reduction)
     if reduction == "none":
@@ -223,7 +223,7 @@ def test_nll_of_log_softmax_is_cross_entropy():
 def test_mse_loss_matches_numpy(pair, reduction, data):
     (sa, na), (sb, nb) = pair
     a, b = data.draw(nts.arrays(sa)), data.draw(nts.arrays(sb))
-    out = mse_loss(nt.tensor(a, names=na), nt.tensor(b, names=nb), reduction)
+    out = mse_loss(nt.tensor(a, names=na), nt.tensor(b, names=nb), reduction=reduction)
     sq = (a - b) ** 2
     expected = {"none": sq, "sum": sq.sum(), "mean": sq.mean()}[reduction]
     if reduction == "none":
@@ -234,8 +234,8 @@ def test_mse_loss_matches_numpy(pair, reduction, data):
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_mse_loss_gradcheck_with_broadcasting(reduction):
     a, b = t64((2, 3), ("batch", "embed")), t64((3,), ("embed",), seed=1)
-    assert gradcheck(lambda a, b: mse_loss(a, b, reduction), a, b)
-    assert gradgradcheck(lambda a, b: mse_loss(a, b, reduction), a, b)
+    assert gradcheck(lambda a, b: mse_loss(a, b, reduction=reduction), a, b)
+    assert gradgradcheck(lambda a, b: mse_loss(a, b, reduction=reduction), a, b)
 
 
 # ----------------------------------------------------------------------------- errors

@@ -53,8 +53,8 @@ def norm_cases(draw):
 @given(norm_cases(), st.booleans(), st.booleans())
 def test_layer_norm_matches_numpy(case, use_w, use_b):
     x, names, axes, dims, (w, b, p_names), lay = case
-    out = layer_norm(nt.tensor(x, names=names), dims, nt.tensor(w, names=p_names) if use_w else None,
-                     nt.tensor(b, names=p_names) if use_b else None, eps=1e-5)
+    out = layer_norm(nt.tensor(x, names=names), dim=dims, weight=nt.tensor(w, names=p_names) if use_w else None,
+                     bias=nt.tensor(b, names=p_names) if use_b else None, eps=1e-5)
     expected = np_norm(x, axes, lay(w) if use_w else None, lay(b) if use_b else None, 1e-5, True)
     assert out.names == names
     assert_close(out.numpy(), expected, rtol=1e-9, atol=1e-9)
@@ -63,7 +63,8 @@ def test_layer_norm_matches_numpy(case, use_w, use_b):
 @given(norm_cases(), st.booleans())
 def test_rms_norm_matches_numpy(case, use_w):
     x, names, axes, dims, (w, _, p_names), lay = case
-    out = rms_norm(nt.tensor(x, names=names), dims, nt.tensor(w, names=p_names) if use_w else None)
+    out = rms_norm(nt.tensor(x, names=names), dim=dims, weight=nt.tensor(w, names=p_names) if use_w else None,
+                   eps=1e-6)
     assert out.names == names
     assert_close(out.numpy(), np_norm(x, axes, lay(w) if use_w else None, None, 1e-6, False), rtol=1e-9, atol=1e-9)
 

@@ -41,7 +41,7 @@ from ..ops.elementwise import add
 from ..ops.inplace import zero_
 from ..ops.naming import rename
 from ..tensor import Tensor
-from .graph import freed_error
+from .graph import current, freed_error
 from .mode import _GradMode
 
 
@@ -102,6 +102,7 @@ def _root_grads(roots, grad_outputs) -> list:
 def _root_grad(r, g):
     if not isinstance(r, Tensor):
         raise TypeError(f"backward: expected tensors, got {type(r).__name__}.")
+    current(r)  # a view of a tensor edited in place since: its history is rebuilt first
     if not r._rg:
         raise RuntimeError(
             "backward: the tensor does not require grad and has no graph: did an input have "
@@ -238,6 +239,7 @@ def _captures(inputs) -> tuple:
     for i, t in enumerate(inputs):
         if not isinstance(t, Tensor):
             raise TypeError(f"grad: inputs must be tensors, got {type(t).__name__}.")
+        current(t)
         if not t._rg:
             raise RuntimeError(f"grad: input {i} (names {fmt(t._names)}) does not require grad.")
         if t._node is None:

@@ -31,7 +31,7 @@ from ..tensor import Tensor
 from . import mode
 from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled, version_counter
 
-__all__ = ["Node", "Op", "apply", "record", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled",
+__all__ = ["Node", "Op", "apply", "record", "share_view", "refresh", "current", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled",
            "version_counter"]
 
 
@@ -64,7 +64,7 @@ class Node:
 
     __slots__ = (
         "op", "edges", "rank", "params", "saved", "versions", "stash", "in_shapes", "in_names",
-        "in_dtypes", "B", "out_meta", "hooks", "freed", "__weakref__",
+        "in_dtypes", "B", "out_meta", "hooks", "freed", "made", "__weakref__",
     )
 
     def __repr__(self) -> str:
@@ -199,6 +199,7 @@ def apply(op, inputs: tuple, names, **params) -> Any:
             result._rg = False
             if op.view:
                 result._vc = version_counter(first)
+                result._view = (first, op, params)
             grad_enabled, tracer = _state.current
             if needs_grad and grad_enabled and op.differentiable:
                 record(op, inputs, (result,), params, stash, B)
@@ -238,6 +239,8 @@ def record(op, inputs, outputs, params, stash, B) -> None:
             data = x._data
             meta.append((data.shape, x._names, data.dtype))
             prev = x._node
+            if prev is not None and prev.made is not None and prev.made != x._vc[0]:
+                prev = refresh(x)
             if prev is not None:
                 edges.append((prev, x._idx))
                 if prev.rank >= rank:
@@ -253,6 +256,7 @@ def record(op, inputs, outputs, params, stash, B) -> None:
             edges.append(None)
     node.edges = tuple(edges)
     node.rank = rank
+    node.made = outputs[0]._vc[0] if op.view else None
     node.in_shapes, node.in_names, node.in_dtypes = zip(*meta)
     if op.saves or op.saves_output:
         saved = []
@@ -278,3 +282,38 @@ def record(op, inputs, outputs, params, stash, B) -> None:
             o._node = node
             o._idx = k
             o._rg = True
+
+
+def share_view(out, base, op, params: dict) -> None:
+    """Mark ``out``, computed from ``base`` by ``op`` with ``params``, as a view of it (ops whose output is a
+    view only on some inputs, such as reshape, or for several outputs, such as split, call this after
+    ``apply``): it shares the version counter, and an in-place edit of either updates the other's history."""
+    vc = out._vc = version_counter(base)
+    out._view = (base, op, params)
+    if out._node is not None:
+        out._node.made = vc[0]
+
+
+def refresh(t) -> Any:
+    """Rebuild the history of the view ``t`` from its base's: an in-place edit since ``t``'s node was
+    recorded changed what ``t`` holds (PyTorch regenerates a view's ``grad_fn`` the same way).  Returns
+    ``t``'s node (None when its base no longer requires grad)."""
+    view = getattr(t, "_view", None)
+    if view is None:
+        return t._node
+    base, op, params = view
+    with enable_grad():
+        fresh = apply(op, (base,), t._names, **params)
+    t._node = fresh._node
+    t._idx = 0
+    t._rg = fresh._rg
+    return t._node
+
+
+def current(t) -> None:
+    """Bring ``t``'s history up to date if it is a view whose base was edited in place since (for the
+    places that read a tensor's node outside :func:`record`: backward's roots and ``nt.grad``'s inputs)."""
+    node = t._node
+    if node is not None and node.made is not None and node.made != t._vc[0]:
+        refresh(t)
+

@@ -13,6 +13,7 @@ runs).  docs/design.md, "Backends and devices", has the whole picture.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from .. import _dtypes
@@ -31,8 +32,13 @@ STANDARD = (
     "sort", "argsort", "matmul", "reshape", "permute_dims", "expand_dims", "squeeze", "broadcast_to",
     "concat", "stack", "flip", "roll", "tile", "repeat", "take", "take_along_axis", "zeros", "ones",
     "empty", "full", "arange", "linspace", "eye", "astype", "clip", "isnan", "isinf", "isfinite",
-    "zeros_like", "ones_like", "full_like", "moveaxis", "nonzero",
+    "zeros_like", "ones_like", "full_like", "moveaxis", "nonzero", "acos", "asin", "atan", "atan2", "cosh",
+    "sinh", "asinh", "acosh", "atanh", "log2", "log10", "trunc", "hypot", "copysign",
 )
+
+#: NumPy 1's spellings (CuPy keeps them) of the standard's names that older namespaces lack
+_OLD_NAMES = {"acos": "arccos", "asin": "arcsin", "atan": "arctan", "atan2": "arctan2", "asinh": "arcsinh",
+              "acosh": "arccosh", "atanh": "arctanh"}
 
 
 class Backend:
@@ -44,7 +50,7 @@ class Backend:
 
     def __init__(self) -> None:
         for fn in STANDARD:
-            setattr(self, fn, getattr(self.xp, fn))
+            setattr(self, fn, getattr(self.xp, fn, None) or getattr(self.xp, _OLD_NAMES.get(fn, fn)))
         if hasattr(self.xp, "logaddexp"):  # in the standard since 2022.12; the method below is the fallback
             self.logaddexp = self.xp.logaddexp
         native = {}
@@ -350,6 +356,147 @@ class Backend:
         m = self.where(self.isfinite(m), m, self.zeros_like(m))  # -inf - -inf would be nan
         return m + self.log(self.exp(a - m) + self.exp(b - m))
 
+    def exp2(self, x):
+        """``2 ** x``, elementwise (not in the standard)."""
+        return self.pow(2.0, x)
+
+    def fmod(self, a, b):
+        """C's remainder, with the sign of the dividend (``remainder`` has the divisor's); exact, as
+        ``remainder`` is, since the magnitudes' remainders are the same."""
+        a_abs, b_abs = (self.abs(v) if self.is_array(v) else abs(v) for v in (a, b))
+        return self.multiply(self.sign(a) if self.is_array(a) else (a > 0) - (a < 0), self.remainder(a_abs, b_abs))
+
+    # special functions ---------------------------------------------------------------
+    # Written with array ops only, so that every namespace has them; the NumPy backend takes SciPy's
+    # where it is installed, the CuPy backend cupyx.scipy.special's.  Each works in the input's float
+    # dtype (float16 in float32) and is accurate to a few ulps of float64 (tests/test_special.py).
+
+    def _special_in(self, x):
+        """``(x, dtype)``: float ``x`` in the dtype a special function works in (float16 in float32),
+        and the dtype to give the result back in."""
+        if self.dtype_of(x) is _dtypes.float16:
+            return self.astype(x, self.native(_dtypes.float32)), x.dtype
+        return x, None
+
+    def _special_out(self, y, dtype):
+        return y if dtype is None else self.astype(y, dtype)
+
+    def erfc(self, x):
+        """``1 - erf(x)`` without cancellation: Laplace's continued fraction for ``|x| >= 1.5``."""
+        x, back = self._special_in(x)
+        a = self.abs(x)
+        big = self.minimum(self.maximum(a, 1.5), 30.0)  # erfc(30) is below the smallest double
+        frac = big
+        for k in range(_ERFC_TERMS, 0, -1):
+            frac = big + (k / 2.0) / frac
+        # exp(-big**2) as exp(-hi**2) exp(-(big - hi)(big + hi)), hi**2 exact: big**2 rounded would
+        # be off by big**2 ulps in the exponent
+        hi = self.trunc(big * 4096.0) / 4096.0
+        tail = self.exp(-(hi * hi)) * self.exp(-(big - hi) * (big + hi)) / _SQRT_PI / frac
+        upper = self.where(a < 1.5, 1.0 - self.erf(a), tail)
+        return self._special_out(self.where(x < 0, 2.0 - upper, upper), back)
+
+    def erfinv(self, x):
+        """The inverse of erf on [-1, 1]: Giles' single-precision approximation, then Newton steps on
+        ``erf(y) = |x|`` (on ``log erfc(y) = log(1 - |x|)`` where ``|x| > 0.5``: 1 - |x| is exact there)."""
+        x, back = self._special_in(x)
+        a = self.abs(x)
+        inside = a < 1
+        a = self.where(inside, a, 0.0)
+        w = -self.log((1.0 - a) * (1.0 + a))
+        central, tail = w - 2.5, self.sqrt(self.maximum(w, 5.0)) - 3.0
+        y = self.where(w < 5.0, _horner(central, _GILES_CENTRAL), _horner(tail, _GILES_TAIL)) * a
+        far = a > 0.5
+        for _ in range(4):
+            # Newton's y - f(y) / f'(y) for f = erf(y) - a, and in the tail, where that converges slowly
+            # from Giles' start, for f = log(erfc(y)) - log(1 - a) (1 - a exact, log erfc nearly quadratic)
+            slope = _TWO_OVER_SQRT_PI * self.exp(-(y * y))
+            upper = self.erfc(self.where(far, y, 1.0))
+            miss = self.where(far, (self.log(upper) - self.log1p(-a)) * upper, a - self.erf(y))
+            y = y + miss / slope
+        y = self.where(inside, y, self.where(self.abs(x) == 1, math.inf, self.full_like(y, math.nan)))
+        return self._special_out(self.copysign(y, x), back)
+
+    def lgamma(self, x):
+        """``log |Gamma(x)|``: the Taylor series of lgamma about 2 (or a shift onto it) below 10,
+        Stirling's series above, and the reflection formula for ``x <= 0``; ``+inf`` at the poles and
+        at ``+-inf``, as in PyTorch."""
+        x, back = self._special_in(x)
+        infinite = self.isinf(x)
+        x = self.where(infinite, 1.0, x)
+        y = self.where(x > 0, x, 1.0 - x)  # for x <= 0, the reflection's lgamma(1 - x)
+        # below 10: lgamma(y) = S(z) + correction, with S(z) = lgamma(2 + z) by its series, |z| <= 1/2
+        r, prod = y, self.ones_like(y)
+        for _ in range(8):  # lgamma(r) = lgamma(r - 1) + log(r - 1), down to r < 2.5
+            step = self.logical_and(r >= 2.5, y < 10)
+            prod = self.where(step, prod * (r - 1.0), prod)
+            r = self.where(step, r - 1.0, r)
+        small, middle = y < 0.5, y < 1.5
+        z = self.where(small, y, self.where(middle, y - 1.0, self.where(y < 10, r - 2.0, 0.0)))
+        tiny = self.where(small, y, 1.0)
+        correction = self.where(small, -self.log1p(tiny) - self.log(tiny),
+                                self.where(middle, -self.log1p(self.where(middle, z, 0.0)), self.log(prod)))
+        series = z * _horner(z, _lgamma_series())
+        big = self.maximum(y, 10.0)
+        stirling = (big - 0.5) * self.log(big) - big + _HALF_LOG_2PI + _horner(1.0 / (big * big), _STIRLING) / big
+        positive = self.where(y < 10, series + correction, stirling)
+        s = self.abs(self.sin(math.pi * (x - self.round(x))))
+        pole = s == 0
+        reflected = _LOG_PI - self.log(self.where(pole, 1.0, s)) - positive
+        out = self.where(x > 0, positive, self.where(pole, math.inf, reflected))
+        return self._special_out(self.where(infinite, math.inf, out), back)
+
+    def digamma(self, x):
+        """The derivative of lgamma: :meth:`polygamma` of order 0 (the generic one: a backend's own
+        polygamma may send order 0 here)."""
+        return Backend.polygamma(self, 0, x)
+
+    def polygamma(self, n: int, x):
+        """The ``n``-th derivative of digamma (``n = 0``: digamma itself): the recurrence
+        ``psi_n(x) = psi_n(x + 1) + (-1)**(n + 1) n! / x**(n + 1)`` up to where the asymptotic series
+        holds, and for ``x <= 0`` the reflection formula ``psi_n(x) = (-1)**n psi_n(1 - x) - pi d^n/dx^n
+        cot(pi x)`` (the derivatives of cot are polynomials in cot).  At the poles (the integers
+        ``<= 0``) digamma is ``-inf`` at +0, ``+inf`` at -0 and nan elsewhere, and ``n >= 1`` gives the
+        limit from the right, ``(-1)**(n + 1) inf``, as PyTorch does; at ``+inf`` the limit, at ``-inf``
+        nan."""
+        x, back = self._special_in(x)
+        sign = -1.0 if n % 2 == 0 else 1.0  # (-1)**(n + 1)
+        fact = float(math.factorial(n)) if n <= 170 else math.inf
+        top = 10 + 2 * n  # from here on the asymptotic series below is exact to double precision
+        given = x
+        x = self.where(self.isinf(x), 1.0, x)
+        y = self.where(x > 0, x, 1.0 - x)
+        total = self.zeros_like(y)
+        for _ in range(top):
+            low = y < top
+            total = total + self.where(low, sign * fact * self.pow(self.where(low, y, 1.0), -(n + 1.0)), 0.0)
+            y = self.where(low, y + 1.0, y)
+        inv = 1.0 / y
+        inv2 = inv * inv
+        terms = [b * math.factorial(2 * k + n - 1) / math.factorial(2 * k) for k, b in enumerate(_BERNOULLI, 1)]
+        series = inv2 * _horner(inv2, terms[::-1])  # sum_k B_2k (2k + n - 1)! / (2k)! / y**2k
+        if n == 0:
+            asymptotic = self.log(y) - 0.5 * inv - series
+        else:
+            asymptotic = sign * self.pow(inv, float(n)) * (fact / n + fact * 0.5 * inv + series)
+        positive = asymptotic + total
+        r = x - self.round(x)
+        pole = r == 0
+        r = self.where(pole, 0.5, r)
+        # cot(pi r) as tan(pi (1/2 - |r|)) near |r| = 1/2, where 1/2 - |r| is exact: pi r rounded would
+        # put an error of 1e-16 into a cot that should be 0
+        near_half = self.abs(r) > 0.25
+        c = self.where(near_half, self.sign(r) * self.tan(math.pi * (0.5 - self.abs(r))),
+                       1.0 / self.tan(math.pi * self.where(near_half, 0.25, r)))
+        reflected = (-1.0) ** n * positive - math.pi ** (n + 1) * _horner(c, _cot_derivative(n))
+        if n == 0:  # a simple pole: +-inf at -+0 (the side of 0 it is approached from), nan elsewhere
+            at_pole = self.where(x == 0, -self.copysign(self.full_like(x, math.inf), x), math.nan)
+        else:  # the limit from the right, as at +0
+            at_pole = self.full_like(x, sign * math.inf)
+        out = self.where(x > 0, positive, self.where(pole, at_pole, reflected))
+        out = self.where(given == math.inf, 0.0 if n else math.inf, self.where(given == -math.inf, math.nan, out))
+        return self._special_out(out, back)
+
     # random numbers ------------------------------------------------------------------
     def seed(self, n: int) -> None:
         """Restart the random stream from seed ``n``."""
@@ -366,3 +513,66 @@ class Backend:
     def randint(self, low, high, shape, dtype):
         """Integers in ``[low, high)`` of an integer ``nt`` dtype."""
         raise NotImplementedError
+
+    def randperm(self, n: int, dtype):
+        """A random permutation of ``0 .. n-1`` in an ``nt`` dtype: the order that sorts ``n`` uniform
+        samples (ties among float64 samples are too rare to bias it)."""
+        return self.astype(self.argsort(self.rand((n,), _dtypes.float64)), self.native(dtype))
+
+
+def _horner(x, coefficients):
+    """The polynomial with ``coefficients`` (highest power first) at ``x``."""
+    out = coefficients[0]
+    for c in coefficients[1:]:
+        out = out * x + c
+    return out
+
+
+_SQRT_PI = math.sqrt(math.pi)
+_TWO_OVER_SQRT_PI = 2.0 / _SQRT_PI
+_LOG_PI = math.log(math.pi)
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+#: continued-fraction terms of erfc: 1.5e-15 relative from |x| = 1.5 on
+_ERFC_TERMS = 80
+#: M. Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011): single precision
+_GILES_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                  -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_GILES_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+               -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+#: B_2, B_4, ..., B_20 (Bernoulli numbers) for the asymptotic series of lgamma and polygamma
+_BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510, 43867 / 798, -174611 / 330)
+#: Stirling's series of lgamma(y) - ((y - 1/2) log y - y + log(2 pi) / 2), in 1/y**2, highest first, times 1/y
+_STIRLING = tuple(b / (2 * k * (2 * k - 1)) for k, b in enumerate(_BERNOULLI[:8], 1))[::-1]
+
+
+@functools.lru_cache(maxsize=None)
+def _lgamma_series() -> tuple:
+    """lgamma(2 + z) = z * (this polynomial in z, highest power first), for |z| <= 1/2:
+    ``(1 - gamma) z + sum_k>=2 (-1)**k (zeta(k) - 1) / k z**k``, to 30 terms (error below 4**-30)."""
+    coefficients = [1.0 - _EULER_GAMMA] + [(-1) ** k * _zeta_minus_one(k) / k for k in range(2, 31)]
+    return tuple(coefficients[::-1])
+
+
+_EULER_GAMMA = 0.5772156649015329
+
+
+def _zeta_minus_one(k: int) -> float:
+    """``zeta(k) - 1`` for an integer ``k >= 2``: a sum to N, then the Euler-Maclaurin tail."""
+    n = 256
+    head = math.fsum(m ** -k for m in range(2, n))
+    tail = n ** (1 - k) / (k - 1) + n ** -k / 2 + k * n ** (-k - 1) / 12 - k * (k + 1) * (k + 2) * n ** (-k - 3) / 720
+    return head + tail
+
+
+@functools.lru_cache(maxsize=None)
+def _cot_derivative(n: int) -> tuple:
+    """The polynomial ``P_n`` (highest power first) with ``d^n/dx^n cot(pi x) = pi**n P_n(cot(pi x))``:
+    ``P_0(c) = c``, ``P_k+1(c) = -(1 + c**2) P_k'(c)``."""
+    p = [0, 1]  # lowest power first while building
+    for _ in range(n):
+        d = [i * p[i] for i in range(1, len(p))] or [0]
+        p = [0] * (len(d) + 2)
+        for i, c in enumerate(d):
+            p[i] -= c
+            p[i + 2] -= c
+    return tuple(float(c) for c in reversed(p))

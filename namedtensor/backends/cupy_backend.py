@@ -3,8 +3,8 @@
 Made by :func:`namedtensor.backends.get` on first use of its device (CuPy is imported then, not
 before).  It binds CuPy's NumPy-like functions the way the NumPy backend binds NumPy's (CuPy 13+ has
 every Array-API name the ops call; ``var``/``std`` take ``correction=`` through ``ddof``), adds what
-the ops need beyond them (``erf`` from ``cupyx.scipy.special``, ``einsum``, scatter-add, ``pad``,
-random numbers from a seedable ``cupy.random.Generator``), and sends the fused ops (softmax,
+the ops need beyond them (``erf`` and the special functions from ``cupyx.scipy.special``, ``einsum``,
+scatter-add, ``pad``, random numbers from a seedable ``cupy.random.Generator``), and sends the fused ops (softmax,
 cross-entropy, norms, GELU, AdamW, attention) to the CUDA kernels of
 :mod:`namedtensor.backends.cuda_kernels` for the float16/float32 arrays those take; float64, and
 whatever a kernel refuses (``KernelUnsupported``: a head dim above its largest, too little shared
@@ -34,8 +34,10 @@ _KERNEL_FLOATS = (np.dtype(np.float16), np.dtype(np.float32))
 
 #: methods that launch work on the device: on a multi-GPU machine each first makes this device current
 _DEVICE_METHODS = STANDARD + (
-    "logaddexp", "asarray", "erf", "einsum", "scatter_add", "getitem", "setitem", "pad", "tril", "triu",
-    "sort_indices", "rand", "randn", "randint", "gelu", "gelu_backward", "norm_rows", "norm_rows_backward",
+    "logaddexp", "asarray", "erf", "erfc", "erfinv", "lgamma", "digamma", "polygamma", "exp2", "fmod", "einsum",
+    "scatter_add", "getitem", "setitem", "pad", "tril", "triu",
+    "sort_indices", "rand", "randn", "randint", "randperm", "gelu", "gelu_backward", "norm_rows",
+    "norm_rows_backward",
     "softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward", "adamw_", "attention",
     "attention_backward", "upload", "empty_cache", "memory_allocated", "memory_reserved",
 )
@@ -112,6 +114,36 @@ class CupyBackend(Backend):
         if x.dtype == np.float16:  # computed in float32, as CUDA's erff
             return erf(x.astype(np.float32)).astype(np.float16)
         return erf(x)
+
+    def _special(self, name: str, x):
+        """``cupyx.scipy.special``'s function ``name`` of float ``x``, float16 computed in float32."""
+        import cupyx.scipy.special as special
+
+        fn = getattr(special, name)
+        return fn(x.astype(np.float32)).astype(np.float16) if x.dtype == np.float16 else fn(x)
+
+    def erfc(self, x):
+        return self._special("erfc", x)
+
+    def erfinv(self, x):
+        return self._special("erfinv", x)
+
+    def lgamma(self, x):
+        return self.xp.where(x == -np.inf, np.inf, self._special("gammaln", x))  # SciPy's gammaln(-inf) is -inf
+
+    def digamma(self, x):
+        return self._special("digamma", x)
+
+    def polygamma(self, n, x):
+        # SciPy's polygamma (zeta-based) loses digits for x < 0 and differs from PyTorch at the poles:
+        # the generic version for n >= 1, as on the CPU
+        return self.digamma(x) if n == 0 else super().polygamma(n, x)
+
+    def exp2(self, x):
+        return self.xp.exp2(x)
+
+    def fmod(self, a, b):
+        return self.xp.fmod(a, b)
 
     def einsum(self, subscripts, *arrays):
         return self.xp.einsum(subscripts, *arrays)

@@ -207,10 +207,11 @@ def _reduction(name: str):
 
 
 UNARY = ("abs", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sign", "floor", "ceil",
-         "round", "negative", "square", "isnan", "isinf", "isfinite", "logical_not")
+         "round", "negative", "square", "isnan", "isinf", "isfinite", "logical_not", "acos", "asin", "atan", "cosh",
+         "sinh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "trunc")
 BINARY = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "pow", "maximum", "minimum",
           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
-          "logical_xor", "logaddexp")
+          "logical_xor", "logaddexp", "atan2", "hypot", "copysign", "fmod")
 REDUCTIONS = ("sum", "prod", "max", "min", "mean", "std", "var", "any", "all")
 _NP_NAMES = {"pow": "power", "concat": "concatenate", "permute_dims": "transpose"}
 
@@ -385,6 +386,11 @@ class MetaBackend(Backend):
     # elementwise ---------------------------------------------------------------------
     def erf(self, x):
         return MetaArray(_shape(x), x.dtype if x.dtype.kind == "f" else np.float64)
+
+    erfc = erfinv = lgamma = digamma = erf
+
+    def polygamma(self, n, x):
+        return self.erf(x)
 
     def where(self, c, a, b):
         return MetaArray(np.broadcast_shapes(_shape(c), _shape(a), _shape(b)), _probe(np.where, True, a, b))
@@ -597,6 +603,9 @@ class MetaBackend(Backend):
 
     def randint(self, low, high, shape, dtype):
         return MetaArray(shape, self._to_native[dtype])
+
+    def randperm(self, n: int, dtype):
+        return MetaArray((n,), self._to_native[dtype])
 
 
 def _as_meta(x) -> MetaArray:

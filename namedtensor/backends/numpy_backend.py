@@ -27,6 +27,7 @@ class NumpyBackend(Backend):
         except ImportError:
             erf = None
         self._scipy_erf = erf
+        self._special = _UNSET
         # the ufuncs' own reductions and item access skip np.sum's/np.prod's Python wrappers
         # (same results and dtypes), which is most of a small reduction's cost
         self.sum = _reduction(np.add)
@@ -66,6 +67,46 @@ class NumpyBackend(Backend):
         if self._scipy_erf is not None:
             return self._scipy_erf(x)
         return erf_series(x)
+
+    def exp2(self, x):
+        return np.exp2(x)
+
+    def fmod(self, a, b):
+        return np.fmod(a, b)
+
+    def _scipy_special(self):
+        """``scipy.special``, imported on first use, or None without SciPy (the generic versions of the
+        base class run then)."""
+        if self._special is _UNSET:
+            try:
+                import scipy.special as special
+            except ImportError:
+                special = None
+            self._special = special
+        return self._special
+
+    def erfc(self, x):
+        sp = self._scipy_special()
+        return super().erfc(x) if sp is None else _in_dtype(sp.erfc, x)
+
+    def erfinv(self, x):
+        sp = self._scipy_special()
+        return super().erfinv(x) if sp is None else _in_dtype(sp.erfinv, x)
+
+    def lgamma(self, x):
+        sp = self._scipy_special()
+        if sp is None:
+            return super().lgamma(x)
+        return np.where(x == -np.inf, np.inf, _in_dtype(sp.gammaln, x))  # SciPy's gammaln(-inf) is -inf
+
+    def digamma(self, x):
+        sp = self._scipy_special()
+        return super().digamma(x) if sp is None else _in_dtype(sp.psi, x)
+
+    def polygamma(self, n, x):
+        # SciPy's polygamma, (-1)**(n + 1) n! zeta(n + 1, x), loses digits for x < 0 and differs from
+        # PyTorch at the poles and at +inf: the generic version for n >= 1
+        return self.digamma(x) if n == 0 else super().polygamma(n, x)
 
     def gelu(self, x):
         return numpy_kernels.gelu(x, self.erf)
@@ -133,6 +174,19 @@ class NumpyBackend(Backend):
 
     def randint(self, low, high, shape, dtype):
         return self._rng.integers(low, high, shape, dtype=self._to_native[dtype])
+
+    def randperm(self, n: int, dtype):
+        return self._rng.permutation(n).astype(self._to_native[dtype])
+
+
+_UNSET = object()
+
+
+def _in_dtype(fn, x):
+    """SciPy's ``fn`` of float ``x`` in ``x``'s dtype (float16 computed in float32: SciPy gives float64 or
+    float32 for it)."""
+    work = x.astype(np.float32) if x.dtype == np.float16 else x
+    return np.asarray(fn(work)).astype(x.dtype, copy=False)
 
 
 def _kernel_rows(x, *others) -> bool:

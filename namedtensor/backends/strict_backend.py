@@ -36,8 +36,11 @@ class StrictBackend(Backend):
         for fn in ("logical_and", "logical_or", "logical_xor"):
             setattr(self, fn, self._truthy(getattr(array_api_strict, fn)))
         self.logical_not = lambda x: array_api_strict.logical_not(self._as_bool(x))
-        for fn in ("exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh"):
+        for fn in ("exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "acos", "asin", "atan",
+                   "cosh", "sinh", "asinh", "acosh", "atanh", "log2", "log10"):
             setattr(self, fn, self._float_input(getattr(array_api_strict, fn)))
+        for fn in ("atan2", "hypot", "copysign", "logaddexp"):
+            setattr(self, fn, self._scalar_safe(self._float_inputs(getattr(array_api_strict, fn))))
         self.where = self._where
         # NumPy reduces and sorts bool arrays (False < True): sums and products count True as 1
         # (int64), max/min/sort stay bool; array-api-strict refuses bool in all of them
@@ -52,6 +55,15 @@ class StrictBackend(Backend):
             if not self.xp.isdtype(x.dtype, "real floating"):
                 x = self.xp.astype(x, self.xp.float64)
             return fn(x)
+
+        return call
+
+    def _float_inputs(self, fn):
+        # the binary functions defined on floats only: NumPy computes integer and bool operands in float64
+        def call(a, b):
+            return fn(*(self.xp.astype(x, self.xp.float64)
+                        if self.is_array(x) and not self.xp.isdtype(x.dtype, "real floating") else x
+                        for x in (a, b)))
 
         return call
 
@@ -192,6 +204,9 @@ class StrictBackend(Backend):
 
     def randint(self, low, high, shape, dtype):
         return self._from(self._np.randint(low, high, shape, dtype))
+
+    def randperm(self, n: int, dtype):
+        return self._from(self._np.randperm(n, dtype))
 
 
 def _clipped(key: tuple, shape: tuple) -> tuple:

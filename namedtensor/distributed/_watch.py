@@ -182,6 +182,10 @@ class Watch:
         poll(all_heard, time.monotonic() + min(ANSWER_WAIT, self.timeout), self._hear)
 
 
+#: seconds between printing the reason for an abort and ``MPI_Abort``, for mpiexec to forward the text
+ABORT_GRACE = 0.5
+
+
 class _AbortOnUncaught:
     """``sys.excepthook`` of a rank: print the rank and the traceback, then end the whole job."""
 
@@ -197,6 +201,9 @@ class _AbortOnUncaught:
                              f"{kind.__name__}, uncaught; aborting the job (MPI_Abort) so that no rank waits for it.\n"
                              f"{text}")
             sys.stderr.flush()
+            # mpiexec forwards a rank's output through its proxy in its own time, and MPI_Abort ends the
+            # proxies too: output still on its way would be lost, and with it the reason for the abort
+            time.sleep(ABORT_GRACE)
         finally:
             world.Abort(1)
 

@@ -11,15 +11,19 @@ module             ops
 =================  ===========================================================
 ``creation``       ``tensor``, ``as_tensor``, factories, ``*_like``, random
 ``elementwise``    unary math, binary operators, comparisons, ``where``, ``clip``
-``reductions``     ``sum mean prod max min amax amin argmax argmin std var``
-                   ``logsumexp norm any all cumsum cumprod softmax log_softmax``
-``naming``         ``rename refine_names align_to align_as align permute transpose``
+``reductions``     ``sum mean prod max min amax amin argmax argmin std var std_mean``
+                   ``var_mean logsumexp norm any all cumsum cumprod softmax log_softmax``
+                   ``cdist equal``
+``scans``          ``cummax cummin logcumsumexp``
+``naming``         ``rename rename_ refine_names align_to align_as align permute transpose``
+                   ``swapaxes``, NumPy's ``astype copy ravel``
 ``shape``          ``reshape flatten unflatten squeeze unsqueeze expand broadcast_to``
 ``joining``        ``cat stack split chunk unbind pad``
 ``movement``       ``flip roll repeat tile tril triu``
 ``indexing``       ``t[...]``, ``isel select narrow index_select gather masked_fill``
+                   ``masked_select diagonal``
 ``linalg``         ``matmul dot einsum outer``
-``sorting``        ``sort argsort topk``
+``sorting``        ``sort argsort topk median nanmedian mode kthvalue``
 ``dtype``          ``to float double half long int bool clone``
 ``inplace``        ``add_ sub_ mul_ div_ masked_fill_ zero_ fill_ copy_``, ``t[...] = v``
 ``dense``          ``linear embedding dropout`` (fused; functions only)
@@ -36,10 +40,10 @@ helpers: ``_common`` (operands and broadcast gradients), ``_fused`` (what the fu
 from __future__ import annotations
 
 from ..tensor import install_methods
-from . import (creation, dtype, elementwise, indexing, inplace, joining, linalg, movement, naming, reductions, shape,
-               sorting)
+from . import (creation, dtype, elementwise, indexing, inplace, joining, linalg, movement, naming, reductions, scans,
+               shape, sorting)
 
 install_methods({name: fn
-                 for family in (creation, elementwise, reductions, naming, shape, joining, movement, indexing, linalg,
-                                sorting, dtype, inplace)
+                 for family in (creation, elementwise, reductions, scans, naming, shape, joining, movement, indexing,
+                                linalg, sorting, dtype, inplace)
                  for name, fn in family.METHODS.items()})

@@ -489,49 +489,91 @@ def _check_sizes(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], plan, 
                            f"{sizes[j]}; it must be equal (or 1, to broadcast)")
 
 
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, *, dim: str, key_dim: str,
-                                 query_dim: Optional[str] = None, mask: Optional[Tensor] = None,
-                                 is_causal: bool = False, scale: Optional[float] = None, dropout_p: float = 0.0,
+def _mask_arg(mask: Optional[Tensor], dtype) -> Optional[Tensor]:
+    """The mask checked, a float one cast to the operands' dtype."""
+    if mask is None:
+        return None
+    tensor_arg(mask, _OP, "mask")
+    kind = mask.dtype.kind
+    if kind not in ("b", "f"):
+        raise TypeError(f"{_OP}: mask must be bool (True = may attend) or floating point (added to the "
+                        f"scores), got {mask.dtype!r}.")
+    return mask.to(dtype) if kind == "f" and mask.dtype != dtype else mask
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: Optional[float] = None,
+                                 enable_gqa: bool = False, *, dim: Optional[str] = None,
+                                 key_dim: Optional[str] = None, query_dim: Optional[str] = None,
+                                 mask: Optional[Tensor] = None,
                                  return_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
-    """``softmax(q k^T * scale + mask) v`` with every dim matched by name.
+    """``softmax(q k^T * scale + mask) v``: PyTorch's call by position, or every dim matched by name.
 
-    ``dim``: the feature dim that q and k share and contract (e.g. ``"head_dim"``); ``key_dim``: the
-    keys' sequence dim, in k and v (e.g. ``"key"``).  The queries' sequence dim is inferred, the one
-    dim of q that is neither ``dim`` nor a dim of k (``query_dim=`` names it when k and v lack a batch
-    dim, as in multi-query attention).  q's other dims are batch dims; k and v have them by name, in
-    any order, or lack them (they broadcast).  v has one value-feature dim besides.  The output has
-    q's names, with ``dim`` replaced in place by v's feature name.
+    **PyTorch's form** (no ``dim=``): ``query`` ``(..., L, E)``, ``key`` ``(..., S, E)``, ``value``
+    ``(..., S, Ev)`` give ``(..., L, Ev)``; the batch dims broadcast from the right (their names
+    unify, rule 2) and ``attn_mask`` broadcasts to the weights ``(..., L, S)``: bool (True = may
+    attend) or float (added to the scores).  ``is_causal`` may not be combined with ``attn_mask``, as
+    in PyTorch; ``enable_gqa=True`` is not supported (repeat k and v along the heads instead).
 
-    ``mask``: bool (True = may attend) or float (added to the scores), every dim named, a subset of
-    the weights' dims in any order (aligned by name).  ``is_causal``: query i attends keys j <= i
-    (top-left aligned).  A query with no key to attend gets zero weights and a zero output.
-    ``scale`` defaults to ``1/sqrt(size of dim)``; ``dropout_p`` drops weights (with the backend's
-    random stream, seeded by ``nt.manual_seed``) and scales the rest by ``1/(1-p)``.
-    ``return_weights=True`` returns ``(out, weights)``, weights named ``(*batch, seq, key_dim)``.
+    **The named form** (``dim=`` and ``key_dim=``): ``dim`` is the feature dim that q and k share and
+    contract (e.g. ``"head_dim"``); ``key_dim`` the keys' sequence dim, in k and v (e.g. ``"key"``).
+    The queries' sequence dim is inferred, the one dim of q that is neither ``dim`` nor a dim of k
+    (``query_dim=`` names it when k and v lack a batch dim, as in multi-query attention).  q's other
+    dims are batch dims; k and v have them by name, in any order, or lack them (they broadcast).  v
+    has one value-feature dim besides.  The output has q's names, with ``dim`` replaced in place by
+    v's feature name.  ``mask``: bool or float as above, every dim named, a subset of the weights'
+    dims in any order (aligned by name).  ``return_weights=True`` returns ``(out, weights)``, weights
+    named ``(*batch, seq, key_dim)``.
+
+    Both: ``is_causal``: query i attends keys j <= i (top-left aligned).  A query with no key to
+    attend gets zero weights and a zero output.  ``scale`` defaults to ``1/sqrt(E)``; ``dropout_p``
+    drops weights (with the backend's random stream, seeded by ``nt.manual_seed``) and scales the
+    rest by ``1/(1-p)``.
     """
+    q, k, v = query, key, value
     for label, t in (("q", q), ("k", k), ("v", v)):
         tensor_arg(t, _OP, label)
     for label, n in (("dim", dim), ("key_dim", key_dim), ("query_dim", query_dim)):
-        if not isinstance(n, str) and not (n is None and label == "query_dim"):
+        if not isinstance(n, str) and n is not None:
             raise TypeError(f"{_OP}: {label}= must be a dim name (str), got {type(n).__name__} {n!r}.")
+    named = dim is not None or key_dim is not None
+    if named and (dim is None or key_dim is None):
+        raise TypeError(f"{_OP}: the named form takes both dim= (the feature dim) and key_dim= (the keys' sequence "
+                        f"dim), got dim={dim!r}, key_dim={key_dim!r}; without either, q, k and v are PyTorch's "
+                        "(..., L, E), (..., S, E), (..., S, Ev).")
+    if named and attn_mask is not None:
+        raise TypeError(f"{_OP}: with dim= the mask is aligned by name: give it as mask=, not attn_mask= (which "
+                        "is PyTorch's mask, broadcast by position to (..., L, S)).")
+    if not named and (mask is not None or query_dim is not None or return_weights):
+        raise TypeError(f"{_OP}: mask=, query_dim= and return_weights= belong to the named form (dim=, key_dim=); "
+                        "PyTorch's form takes attn_mask=, broadcast by position to (..., L, S).")
+    if enable_gqa:
+        raise NotImplementedError(f"{_OP}: enable_gqa=True is not supported; repeat k and v along the heads "
+                                  "(k.repeat_interleave) or use the named form, where k and v may lack the head dim.")
+    if attn_mask is not None and is_causal:
+        raise ValueError(f"{_OP}: attn_mask and is_causal=True cannot be given together (as in PyTorch); fold the "
+                         "causal mask into attn_mask.")
     dtype = q.dtype
     if dtype.kind != "f" or k.dtype != dtype or v.dtype != dtype:
         raise TypeError(f"{_OP}: q, k and v must have one floating-point dtype, got {q.dtype!r}, {k.dtype!r}, "
                         f"{v.dtype!r}. Convert with .to(dtype) first.")
-    if not 0.0 <= dropout_p <= 1.0:
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"{_OP}: dropout_p must be in [0, 1], got {dropout_p!r}.")
-    plan = _names.attention(q._names, k._names, v._names, dim, key_dim, query_dim, _OP)
+    if named:
+        plan = _names.attention(q._names, k._names, v._names, dim, key_dim, query_dim, _OP)
+        mask = _mask_arg(mask, dtype)
+        m_src = None if mask is None else _names.attention_mask(mask._names, plan[4], q._names, k._names,
+                                                                v._names, _OP)
+    else:
+        mask = _mask_arg(attn_mask, dtype)
+        q_src, k_src, v_src, m_src, out_names, weights_names = _names.attention_positional(
+            q._names, k._names, v._names, None if mask is None else mask._names, _OP)
+        if q_src[0] < 0:  # the output is laid out like q, so q gets the batch dims it broadcasts
+            lead = q_src.count(-1)
+            q = _reshape(q, (1,) * lead + tuple(q.shape), (None,) * lead + q._names)
+            q_src = tuple(range(len(q_src)))
+        plan = (q_src, k_src, v_src, out_names, weights_names)
     q_src, k_src, v_src, out_names, weights_names = plan
-    m_src = None
-    if mask is not None:
-        tensor_arg(mask, _OP, "mask")
-        kind = mask.dtype.kind
-        if kind not in ("b", "f"):
-            raise TypeError(f"{_OP}: mask must be bool (True = may attend) or floating point (added to the "
-                            f"scores), got {mask.dtype!r}.")
-        if kind == "f" and mask.dtype != dtype:
-            mask = mask.to(dtype)
-        m_src = _names.attention_mask(mask._names, weights_names, q._names, k._names, v._names, _OP)
     _check_sizes(q, k, v, mask, plan, m_src)
     if scale is None:
         d = q.shape[q_src[-1]]

@@ -27,6 +27,7 @@ from ..autograd.graph import Op, apply
 from ..tensor import Tensor
 from ._common import has_values, tensor_arg, with_names, with_param
 from ._fused import into, require_floating, same_dtype
+from .inplace import mul_
 
 # ----------------------------------------------------------------------------- linear
 
@@ -150,12 +151,13 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, dim: Has
 
 
 class _Embedding(Op):
-    """Rows (or columns, ``wax`` 1) ``index`` of the weight, shaped ``ishape + (embed,)``."""
+    """Rows (or columns, ``wax`` 1) ``index`` of the weight, shaped ``ishape + (embed,)``; the gradient
+    leaves the weight's row ``padding`` (None: none) at zero."""
 
     name = "embedding"
 
     @staticmethod
-    def forward(B, w, *, index, ishape, wax):
+    def forward(B, w, *, index, ishape, wax, padding):
         rows = B.take(w, index, axis=wax)
         if wax == 1:
             rows = B.permute_dims(rows, (1, 0))
@@ -166,36 +168,58 @@ class _Embedding(Op):
         return (apply(_EmbeddingGrad, (g,), node.in_names[0], wshape=tuple(node.in_shapes[0]), **node.params),)
 
 
+def _padding_row(B, wshape: tuple, wax: int, padding: int, dtype):
+    """A constant of ones broadcasting against the weight, 0 at its row ``padding`` along ``wax``."""
+    n = wshape[wax]
+    keep = B.astype(B.not_equal(B.arange(n), padding), dtype)
+    return Tensor._make(B.reshape(keep, (n, 1) if wax == 0 else (1, n)), _names.unnamed(2), B)
+
+
 class _EmbeddingGrad(Op):
-    """The rows of ``g`` added into zeros of the weight's shape at ``index`` (repeats accumulate)."""
+    """The rows of ``g`` added into zeros of the weight's shape at ``index`` (repeats accumulate), the
+    row ``padding`` left at zero."""
 
     name = "embedding_backward"
 
     @staticmethod
-    def forward(B, g, *, index, ishape, wax, wshape):
+    def forward(B, g, *, index, ishape, wax, wshape, padding):
         rows, embed = wshape[wax], wshape[1 - wax]
         n = math.prod(ishape) * embed
         # a scatter into the flat weight, element by element: several times faster than row by row in NumPy
         flat = B.reshape(B.reshape(index, (-1, 1)) * embed + B.arange(embed, dtype=index.dtype), (n,))
         out = B.reshape(B.scatter_add((rows * embed,), None, flat, B.reshape(g, (n,))), (rows, embed))
+        if padding is not None:
+            B.setitem(out, (padding,), B.zeros((embed,), dtype=out.dtype))
         return B.permute_dims(out, (1, 0)) if wax == 1 else out
 
     @staticmethod
     def backward(node, gg):
         p = node.params
-        return (apply(_Embedding, (gg,), node.in_names[0], index=p["index"], ishape=p["ishape"], wax=p["wax"]),)
+        if p["padding"] is not None:
+            gg = gg * _padding_row(node.B, p["wshape"], p["wax"], p["padding"], gg._data.dtype)
+        return (apply(_Embedding, (gg,), node.in_names[0], index=p["index"], ishape=p["ishape"], wax=p["wax"],
+                      padding=p["padding"]),)
 
 
-def embedding(indices: Tensor, weight: Tensor, *, dim: Hashable = None) -> Tensor:
-    """Look up ``weight``'s rows: ``out[..., :] = weight[indices[...], :]``.
+def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, max_norm: Optional[float] = None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False, *,
+              dim: Hashable = None) -> Tensor:
+    """Look up ``weight``'s rows: ``out[..., :] = weight[input[...], :]``, PyTorch's ``F.embedding``.
 
-    ``weight`` is 2-D, named ``(vocab, embed)``; ``dim`` (default: its first dim) is the one indexed.
-    ``indices`` is an integer tensor with values in ``[0, size of dim)``; the output has the indices'
+    ``weight`` is 2-D, ``(vocab, embed)`` (named or not); ``dim`` (default: its first dim) is the one
+    indexed.  ``input`` is an integer tensor with values in ``[0, size of dim)``; the output has its
     names plus the embedding name, last: ``(batch, seq)`` indices give ``(batch, seq, embed)``.
+    ``padding_idx`` (negative counts from the end): that row gets no gradient.  ``max_norm``,
+    ``scale_grad_by_freq`` and ``sparse`` are not supported and raise.
     """
     op = "embedding"
+    indices = input
     tensor_arg(indices, op, "the indices")
     tensor_arg(weight, op, "the weight")
+    for flag, value, off in (("max_norm", max_norm, None), ("scale_grad_by_freq", scale_grad_by_freq, False),
+                             ("sparse", sparse, False)):
+        if value != off:
+            raise NotImplementedError(f"{op}: {flag}={value!r} is not supported; leave it at {off!r}.")
     if weight.ndim != 2:
         raise ValueError(f"{op}: the weight must be 2-D (vocab, embed), got names {_names.fmt(weight.names)} "
                          f"and shape {weight.shape}.")
@@ -210,6 +234,11 @@ def embedding(indices: Tensor, weight: Tensor, *, dim: Hashable = None) -> Tenso
     if indices.dtype is not _dtypes.int64:  # int64 flat offsets in the gradient: no overflow
         index = B.astype(index, B.native(_dtypes.int64))
     n = weight._data.shape[wax]
+    if padding_idx is not None:
+        if isinstance(padding_idx, bool) or not isinstance(padding_idx, int) or not -n <= padding_idx < n:
+            raise ValueError(f"{op}: padding_idx must be an int in [-{n}, {n}) for the weight's "
+                             f"{_names._dim_label(weight._names, wax)} of size {n}, got {padding_idx!r}.")
+        padding_idx %= n
     if indices.numel() and has_values(B):
         lo, hi = int(B.min(index, axis=None)), int(B.max(index, axis=None))
         if lo < 0 or hi >= n:
@@ -218,7 +247,8 @@ def embedding(indices: Tensor, weight: Tensor, *, dim: Hashable = None) -> Tenso
                 f"{_names._dim_label(weight._names, wax)} of size {n} (weight names {_names.fmt(weight._names)}, "
                 f"shape {weight.shape}); indices must be in [0, {n - 1}]."
             )
-    return apply(_Embedding, (weight,), names, index=index, ishape=tuple(indices.shape), wax=wax)
+    return apply(_Embedding, (weight,), names, index=index, ishape=tuple(indices.shape), wax=wax,
+                 padding=padding_idx)
 
 
 # ----------------------------------------------------------------------------- dropout
@@ -238,20 +268,28 @@ class _Dropout(Op):
         return (apply(_Dropout, (g,), node.in_names[0], **node.params),)
 
 
-def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; keeps names.
 
-    ``p`` is in ``[0, 1)``.  With ``p == 0`` or ``training=False`` it returns ``x`` itself.  The mask
-    comes from the backend's random stream (``nt.manual_seed`` makes it reproducible).
+    ``p`` is in ``[0, 1]`` (``p == 1`` zeroes everything, as in PyTorch).  With ``p == 0`` or
+    ``training=False`` it returns ``input`` itself.  ``inplace=True`` writes the result into
+    ``input`` and returns it; it is refused while grad mode is on for an input that requires grad
+    (use ``inplace=False``: the same values, recorded for backward).  The mask comes from the
+    backend's random stream (``nt.manual_seed`` makes it reproducible).
     """
     op = "dropout"
-    tensor_arg(x, op, "the input")
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
-        raise ValueError(f"{op}: p is the probability of zeroing an element, a number in [0, 1); got {p!r}.")
+    tensor_arg(input, op, "the input")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+        raise ValueError(f"{op}: p is the probability of zeroing an element, a number in [0, 1]; got {p!r}.")
+    if inplace:
+        input._check_inplace(op)
     if p == 0 or not training:
-        return x
-    require_floating(x, op, "the input")
-    B = x._B
-    keep = B.rand(tuple(x._data.shape), x.dtype) >= p
-    return apply(_Dropout, (x,), x._names, keep=keep, scale=1.0 / (1.0 - p))
-
+        return input
+    require_floating(input, op, "the input")
+    B = input._B
+    keep = B.rand(tuple(input._data.shape), input.dtype) >= p
+    scale = 0.0 if p == 1 else 1.0 / (1.0 - p)  # PyTorch multiplies by 0: a nan stays nan
+    if inplace:
+        return mul_(input, Tensor._make(B.multiply(B.astype(keep, input._data.dtype), scale),
+                                        _names.unnamed(input.ndim), B))
+    return apply(_Dropout, (input,), input._names, keep=keep, scale=scale)

@@ -1,24 +1,29 @@
 """Elementwise math: unary functions, binary operators, comparisons, ``where`` and ``clip``.
 
-Name rules: unary ops keep the input's names (:func:`unary`); binary ops and ``where`` unify
-their operands' names (rule 2, :func:`namedtensor._names.unify`, in :func:`binary`).  The ops of
-one shape are one line each, ``exp = unary("exp", forward, grad, ...)``: the forward on raw
+Name rules: unary ops (``polygamma``, ``threshold``, ``nan_to_num`` and ``clamp_min``/``clamp_max``
+with number bounds too) keep the input's names (:func:`unary`); binary ops and ``where`` unify
+their operands' names (rule 2, :func:`namedtensor._names.unify`, in :func:`binary`), and so do the
+three operands of ``lerp``, ``addcmul`` and ``addcdiv`` (:func:`namedtensor._names.unify_all`).  The
+ops of one shape are one line each, ``exp = unary("exp", forward, grad, ...)``: the forward on raw
 arrays and the gradient written with tensor ops (so it can be differentiated again).  The ops
-that do more (``gelu``, ``clip``, ``where``) are written out, each Op class above its function.
+that do more (``gelu``, ``clip``, ``where``, ``polygamma``, ``nan_to_num``) are written out, each Op
+class above its function; ``threshold``, ``lerp``, ``addcmul`` and ``addcdiv`` are compositions of
+the ops here.  The special functions (``erfc erfinv lgamma digamma polygamma``) are the backend's.
 Large ``+ - * /`` results may reuse a temporary operand's buffer (ops/_elision.py).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Callable, Optional, Protocol, cast
 
 from .. import _dtypes
-from .._names import unify
+from .._names import unify, unify_all
 from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
 from . import _elision
-from ._common import SCALARS, as_float_array, operand, sum_to, tensor_arg
+from ._common import SCALARS, as_float_array, is_bool, operand, sum_to, tensor_arg
 
 __all__ = [
     "abs", "add", "ceil", "clamp", "clip", "cos", "div", "divide", "eq", "erf", "exp", "expm1", "floor",
@@ -26,6 +31,9 @@ __all__ = [
     "logical_not", "logical_or", "logical_xor", "lt", "maximum", "minimum", "mod", "mul", "multiply", "ne", "neg",
     "pow", "reciprocal", "relu", "remainder", "round", "rsqrt", "sigmoid", "sign", "silu", "sin", "softplus",
     "sqrt", "square", "sub", "subtract", "tan", "tanh", "true_divide", "where",
+    "acos", "asin", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "trunc", "frac",
+    "erfc", "erfinv", "lgamma", "digamma", "polygamma", "threshold", "nan_to_num", "atan2", "hypot", "logaddexp",
+    "copysign", "fmod", "clamp_min", "clamp_max", "lerp", "addcmul", "addcdiv",
 ]
 
 
@@ -206,6 +214,106 @@ isnan = unary("isnan", lambda B, x: B.isnan(x))
 isinf = unary("isinf", lambda B, x: B.isinf(x))
 isfinite = unary("isfinite", lambda B, x: B.isfinite(x))
 
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+_SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2
+
+
+def _special(fn: str) -> Callable:
+    """The forward of a special function of the backend (``B.lgamma``...), integers computed in float64."""
+    return lambda B, x: getattr(B, fn)(as_float_array(B, x))
+
+
+acos = unary("acos", lambda B, x: B.acos(x), lambda x, y, g: -g / (1 - x * x).sqrt(), saves_input=True)
+asin = unary("asin", lambda B, x: B.asin(x), lambda x, y, g: g / (1 - x * x).sqrt(), saves_input=True)
+atan = unary("atan", lambda B, x: B.atan(x), lambda x, y, g: g / (1 + x * x), saves_input=True)
+sinh = unary("sinh", lambda B, x: B.sinh(x), lambda x, y, g: g * x.cosh(), saves_input=True)
+cosh = unary("cosh", lambda B, x: B.cosh(x), lambda x, y, g: g * x.sinh(), saves_input=True)
+asinh = unary("asinh", lambda B, x: B.asinh(x), lambda x, y, g: g / (x * x + 1).sqrt(), saves_input=True)
+acosh = unary("acosh", lambda B, x: B.acosh(x), lambda x, y, g: g / ((x - 1).sqrt() * (x + 1).sqrt()),
+              saves_input=True)
+atanh = unary("atanh", lambda B, x: B.atanh(x), lambda x, y, g: g / (1 - x * x), saves_input=True)
+log2 = unary("log2", lambda B, x: B.log2(x), lambda x, y, g: g / (x * _LN2), saves_input=True)
+log10 = unary("log10", lambda B, x: B.log10(x), lambda x, y, g: g / (x * _LN10), saves_input=True)
+exp2 = unary("exp2", lambda B, x: B.exp2(x), lambda x, y, g: g * y * _LN2, saves_output=True)
+trunc = unary("trunc", lambda B, x: B.trunc(x), _zero_grad)
+frac = unary("frac", lambda B, x: x - B.trunc(x), lambda x, y, g: g)
+erfc = unary("erfc", _special("erfc"), lambda x, y, g: g * (-(x * x)).exp() * -_TWO_OVER_SQRT_PI, saves_input=True)
+erfinv = unary("erfinv", _special("erfinv"), lambda x, y, g: g * (y * y).exp() * _SQRT_PI_OVER_2, saves_output=True)
+lgamma = unary("lgamma", _special("lgamma"), lambda x, y, g: g * x.digamma(), saves_input=True)
+digamma = unary("digamma", _special("digamma"), lambda x, y, g: g * polygamma(1, x), saves_input=True)
+
+
+class _Polygamma(Op):
+    name = "polygamma"
+    saves = (0,)
+
+    @staticmethod
+    def forward(B, x, n):
+        return B.polygamma(n, as_float_array(B, x))
+
+    @staticmethod
+    def backward(node, g):
+        (x,) = node.saved_tensors()
+        return (g * polygamma(node.params["n"] + 1, x),)
+
+
+def polygamma(n: int, x: Tensor) -> Tensor:
+    """The ``n``-th derivative of digamma (``polygamma(0, x)`` is ``digamma(x)``), as
+    ``torch.polygamma(n, x)``; keeps the names.  The method is ``x.polygamma(n)``."""
+    if is_bool(n) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"polygamma: n must be an int >= 0, got {n!r}.")
+    return apply(_Polygamma, (tensor_arg(x, "polygamma"),), x._names, n=int(n))
+
+
+def _polygamma_method(x: Tensor, n: int) -> Tensor:
+    """``x.polygamma(n)``: :func:`polygamma` ``(n, x)``."""
+    return polygamma(n, x)
+
+
+def _number(v: Any, what: str, op: str) -> float:
+    if is_bool(v) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{op}: {what} must be a number, got {type(v).__name__} {v!r}.")
+    return v
+
+
+def threshold(x: Tensor, threshold: float, value: float) -> Tensor:
+    """``x`` where ``x > threshold``, else ``value`` (``torch.threshold``, ``F.threshold``); keeps names."""
+    tensor_arg(x, "threshold")
+    return where(x > _number(threshold, "threshold", "threshold"), x, _number(value, "value", "threshold"))
+
+
+#: the largest finite value of each float dtype, nan_to_num's default for infinities
+_FLOAT_MAX = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+
+
+class _NanToNum(Op):
+    name = "nan_to_num"
+    saves = (0,)
+
+    @staticmethod
+    def forward(B, x, nan, posinf, neginf):
+        return B.where(B.isnan(x), nan, B.where(x == math.inf, posinf, B.where(x == -math.inf, neginf, x)))
+
+    @staticmethod
+    def backward(node, g):
+        (x,) = node.saved_tensors()
+        return (where(x.isfinite(), g, 0),)
+
+
+def nan_to_num(x: Tensor, nan: float = 0.0, posinf: Optional[float] = None,
+               neginf: Optional[float] = None) -> Tensor:
+    """NaN replaced by ``nan``, +-inf by ``posinf``/``neginf`` (by default the dtype's largest and
+    smallest finite values), as ``torch.nan_to_num``; integer tensors come back unchanged.  Keeps names."""
+    tensor_arg(x, "nan_to_num")
+    nan = _number(nan, "nan", "nan_to_num")
+    posinf = None if posinf is None else _number(posinf, "posinf", "nan_to_num")
+    neginf = None if neginf is None else _number(neginf, "neginf", "nan_to_num")
+    big = _FLOAT_MAX.get(x.dtype.name)
+    if big is None:  # integers and bools hold no nan or inf
+        return x.clone()
+    return apply(_NanToNum, (x,), x._names, nan=nan, posinf=big if posinf is None else posinf,
+                 neginf=-big if neginf is None else neginf)
+
 
 class _Gelu(Op):
     """Exact GELU, ``x * Phi(x)``, one fused kernel; the backward reuses the forward's ``Phi(x)``
@@ -302,6 +410,30 @@ multiply = mul
 divide = true_divide = div
 mod = remainder
 
+
+def _atan2_grads(a, b, y, g):
+    r2 = a * a + b * b
+    return g * b / r2, -g * a / r2
+
+
+def _copysign_grads(a, b, y, g):
+    # d copysign(a, b)/da is sign(a) sign(result) (0 at a == 0, as PyTorch); b only chooses a sign
+    return (None if a.__class__ in SCALARS else g * a.sign() * y.sign()), g.zeros_like()
+
+
+def _fmod_grads(a, b, y, g):
+    return g, None if b.__class__ in SCALARS else -g * (a / b).trunc()
+
+
+atan2 = binary("atan2", lambda B, a, b: B.atan2(a, b), _atan2_grads, saves_inputs=True)
+hypot = binary("hypot", lambda B, a, b: B.hypot(a, b), lambda a, b, y, g: (g * a / y, g * b / y),
+               saves_inputs=True, saves_output=True)
+logaddexp = binary("logaddexp", lambda B, a, b: B.logaddexp(a, b),
+                   lambda a, b, y, g: (g * (a - y).exp(), g * (b - y).exp()), saves_inputs=True, saves_output=True)
+copysign = binary("copysign", lambda B, a, b: B.copysign(a, b), _copysign_grads, saves_inputs=True,
+                  saves_output=True)
+fmod = binary("fmod", lambda B, a, b: _no_int8(B, B.fmod(a, b)), _fmod_grads, saves_inputs=True)
+
 # comparisons and logical ops: boolean results, no gradient
 eq = binary("eq", lambda B, a, b: B.equal(a, b))
 ne = binary("ne", lambda B, a, b: B.not_equal(a, b))
@@ -396,6 +528,65 @@ def clip(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
 
 clamp = clip
 
+
+def clamp_min(x: Tensor, min: Any) -> Tensor:
+    """``clamp(x, min=min)`` (``torch.clamp_min``); keeps names."""
+    tensor_arg(x, "clamp_min")
+    if min is None:
+        raise TypeError("clamp_min: min must be a number or a tensor, got None.")
+    return clip(x, min=min)
+
+
+def clamp_max(x: Tensor, max: Any) -> Tensor:
+    """``clamp(x, max=max)`` (``torch.clamp_max``); keeps names."""
+    tensor_arg(x, "clamp_max")
+    if max is None:
+        raise TypeError("clamp_max: max must be a number or a tensor, got None.")
+    return clip(x, max=max)
+
+
+def _names_of(op: str, *operands: Any) -> None:
+    """Check that the tensor operands' names unify (rule 2), so that a mismatch is reported as ``op``'s."""
+    unify_all([t._names for t in operands if isinstance(t, Tensor)], op)
+
+
+def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
+    """``start + weight * (end - start)``, computed as PyTorch does (``end - (end - start) * (1 - weight)``
+    where ``|weight| >= 0.5``, so that ``weight = 1`` gives ``end`` exactly); the three operands' names
+    unify (rule 2)."""
+    tensor_arg(start, "lerp")
+    end = operand(end, start, "lerp")
+    weight = operand(weight, start, "lerp")
+    _names_of("lerp", start, end, weight)
+    diff = end - start
+    if weight.__class__ in SCALARS:
+        return start + weight * diff if -0.5 < weight < 0.5 else end - diff * (1 - weight)
+    return where(weight.abs() < 0.5, start + weight * diff, end - diff * (1 - weight))
+
+
+def _addc(op: str, combine: Callable, x: Tensor, tensor1: Any, tensor2: Any, value: Any) -> Tensor:
+    tensor_arg(x, op)
+    tensor1, tensor2 = operand(tensor1, x, op), operand(tensor2, x, op)
+    _names_of(op, x, tensor1, tensor2)
+    value = _number(value, "value", op)
+    scaled = tensor1 if value == 1 else value * tensor1
+    return x + combine(scaled, tensor2)
+
+
+def addcmul(input: Tensor, tensor1: Any, tensor2: Any, *, value: float = 1) -> Tensor:
+    """``input + value * tensor1 * tensor2`` (``torch.addcmul``); the operands' names unify (rule 2)."""
+    return _addc("addcmul", mul, input, tensor1, tensor2, value)
+
+
+def addcdiv(input: Tensor, tensor1: Any, tensor2: Any, *, value: float = 1) -> Tensor:
+    """``input + value * tensor1 / tensor2`` (``torch.addcdiv``); the operands' names unify (rule 2).
+    Integer ``tensor1`` and ``tensor2`` are refused, as in PyTorch (their quotient would be a float)."""
+    ints = [t for t in (tensor1, tensor2) if isinstance(t, Tensor) and t.dtype.kind != "f"]
+    if len(ints) == 2:
+        raise TypeError(f"addcdiv: tensor1 and tensor2 are both integer ({ints[0].dtype!r}, {ints[1].dtype!r}); "
+                        "PyTorch refuses integer division here too: convert one with .float() or .double().")
+    return _addc("addcdiv", div, input, tensor1, tensor2, value)
+
 #: the ops of each table-made family, by name (tests check each against NumPy)
 UNARY = {
     "neg": neg, "abs": abs, "exp": exp, "log": log, "log1p": log1p, "expm1": expm1, "sqrt": sqrt, "rsqrt": rsqrt,
@@ -407,13 +598,23 @@ BINARY = {
     "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow, "maximum": maximum, "minimum": minimum,
     "remainder": remainder, "floor_divide": floor_divide,
 }
+#: the math of PyTorch's tensor API beyond the set above, by name (tests/test_tensor_api.py checks each
+#: against NumPy or SciPy); in-place variants and METHODS take them as they take the tables above
+UNARY_EXTRA = {
+    "acos": acos, "asin": asin, "atan": atan, "sinh": sinh, "cosh": cosh, "asinh": asinh, "acosh": acosh,
+    "atanh": atanh, "log2": log2, "log10": log10, "exp2": exp2, "trunc": trunc, "frac": frac, "erfc": erfc,
+    "erfinv": erfinv, "lgamma": lgamma, "digamma": digamma,
+}
+BINARY_EXTRA = {"atan2": atan2, "hypot": hypot, "logaddexp": logaddexp, "copysign": copysign, "fmod": fmod}
 COMPARE = {
     "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge, "logical_and": logical_and,
     "logical_or": logical_or, "logical_xor": logical_xor,
 }
 
 METHODS = {
-    **UNARY, **BINARY, **COMPARE,
+    **UNARY, **BINARY, **COMPARE, **UNARY_EXTRA, **BINARY_EXTRA,
+    "polygamma": _polygamma_method, "nan_to_num": nan_to_num, "clamp_min": clamp_min, "clamp_max": clamp_max,
+    "lerp": lerp, "addcmul": addcmul, "addcdiv": addcdiv,
     "gelu": gelu, "clip": clip, "clamp": clip, "logical_not": logical_not, "isnan": isnan, "isinf": isinf,
     "isfinite": isfinite, "subtract": sub, "multiply": mul, "divide": div, "true_divide": div,
     "__neg__": neg, "__abs__": abs,

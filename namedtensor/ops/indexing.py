@@ -19,6 +19,7 @@ indexing as its own backward, so gradients of gradients work.
 
 from __future__ import annotations
 
+import builtins
 import operator
 from typing import Any, Dict, Hashable, Optional, Sequence, Union
 
@@ -27,6 +28,8 @@ from ..autograd.graph import Op, _common_backend, apply
 from ..tensor import Tensor
 from ._common import SCALARS, operand, tensor_arg, with_names
 from .elementwise import where
+from .naming import permute
+from .shape import _broadcast_plain
 
 Dim = Union[str, int]
 
@@ -611,7 +614,62 @@ def masked_fill(t: Tensor, mask: Any, value: Any) -> Tensor:
     return apply(_MaskedFill, (t, mask, value), names)
 
 
+class _MaskedSelect(_Take):
+    name = "masked_select"
+
+
+def masked_select(t: Tensor, mask: Any) -> Tensor:
+    """The entries of ``t`` where the boolean ``mask`` is true, as a 1-D unnamed tensor (row-major
+    order).  ``t`` and the mask broadcast together as in PyTorch, by position with names checked
+    (rule 2).  The gradient goes back to the selected entries."""
+    tensor_arg(t, "masked_select")
+    if mask.__class__ in SCALARS:
+        raise TypeError(f"masked_select: the mask must be a boolean tensor or array, got {type(mask).__name__}.")
+    mask = operand(mask, t, "masked_select")
+    if mask._B is not t._B:
+        _common_backend("masked_select", t, mask)
+    if mask.dtype.kind != "b":
+        raise TypeError(f"masked_select: the mask must be a bool tensor, got {mask.dtype!r}.")
+    names = _names.unify(t._names, mask._names, "masked_select")
+    shape = []
+    for k in range(1, len(names) + 1):
+        a = t.shape[-k] if k <= t.ndim else 1
+        b = mask.shape[-k] if k <= mask.ndim else 1
+        if a != b and 1 not in (a, b):
+            raise ValueError(
+                f"masked_select: the tensor's shape {t.shape} and the mask's {mask.shape} do not broadcast "
+                f"(names {_names.fmt(t._names)} and {_names.fmt(mask._names)})."
+            )
+        shape.insert(0, b if a == 1 else a)
+    shape = tuple(shape)
+    B = t._B
+    wide = _broadcast_plain(t, shape, names)
+    return apply(_MaskedSelect, (wide,), _names.unnamed(1), key=(B.broadcast_to(mask.array, shape),))
+
+
+class _Diagonal(_Take):
+    name = "diagonal"
+
+
+def diagonal(t: Tensor, offset: int = 0, dim1: Dim = 0, dim2: Dim = 1, *, out_name: Optional[str] = None) -> Tensor:
+    """The diagonal of the dims ``dim1`` and ``dim2`` (names or ints), ``offset`` above the main one
+    (below it when negative).  Both dims go; the diagonal is a new last dim named ``out_name``, unnamed
+    by default.  Unlike PyTorch's, the result is a copy, not a view (writing into it leaves ``t``
+    alone).  The gradient goes back to the diagonal."""
+    a, b, names = _names.diagonal(t._names, dim1, dim2, out_name, "diagonal")
+    if isinstance(offset, bool) or not hasattr(offset, "__index__"):
+        raise TypeError(f"diagonal: offset must be an int, got {type(offset).__name__} {offset!r}.")
+    offset = operator.index(offset)
+    first, second = (-offset if offset < 0 else 0), (offset if offset > 0 else 0)
+    length = builtins.max(0, builtins.min(t.shape[a] - first, t.shape[b] - second))
+    B = t._B
+    int64 = B.native(_dtypes.int64)
+    rows, cols = B.arange(first, first + length, dtype=int64), B.arange(second, second + length, dtype=int64)
+    moved = permute(t, *(d for d in range(t.ndim) if d not in (a, b)), a, b)
+    return apply(_Diagonal, (moved,), names, key=(Ellipsis, rows, cols))
+
+
 METHODS = {
     "__getitem__": getitem, "isel": isel, "select": select, "narrow": narrow, "index_select": index_select,
-    "gather": gather, "masked_fill": masked_fill,
+    "gather": gather, "masked_fill": masked_fill, "masked_select": masked_select, "diagonal": diagonal,
 }

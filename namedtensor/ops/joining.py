@@ -18,9 +18,10 @@ from __future__ import annotations
 from typing import Mapping, Sequence, Tuple, Union
 
 from .. import _names
-from ..autograd.graph import Op, apply, version_counter
+from ..autograd.graph import Op, apply, share_view
 from ..tensor import Tensor
 from ._common import int_sizes
+from .indexing import _GetItem
 
 __all__ = ["cat", "concat", "stack", "split", "chunk", "unbind", "pad"]
 
@@ -91,15 +92,16 @@ def _split_at(t: Tensor, ax: int, sizes: Sequence[int], names) -> tuple:
     for s in sizes:
         bounds.append((start, start + s))
         start += s
-    return _views_of(apply(_Split, (t,), tuple(names), axis=ax, bounds=tuple(bounds)), t)
+    lead = (slice(None),) * ax
+    return _views_of(apply(_Split, (t,), tuple(names), axis=ax, bounds=tuple(bounds)), t,
+                     [lead + (slice(a, b), ...) for a, b in bounds])
 
 
-def _views_of(pieces: tuple, t: Tensor) -> tuple:
-    """Pieces cut from ``t`` by basic slicing, which gives views on every backend: they share its
-    version counter (an in-place edit of one is an edit of ``t``)."""
-    vc = version_counter(t)
-    for p in pieces:
-        p._vc = vc
+def _views_of(pieces: tuple, t: Tensor, keys) -> tuple:
+    """Pieces ``t[key]`` for each of ``keys`` (basic slicing, which gives views on every backend): they
+    share its version counter, and an in-place edit of one is an edit of ``t`` (``share_view``)."""
+    for p, key in zip(pieces, keys):
+        share_view(p, t, _GetItem, {"key": key})
     return pieces
 
 
@@ -202,7 +204,9 @@ def unbind(t: Tensor, dim: Dim = 0) -> Tuple[Tensor, ...]:
     """The slices along ``dim`` (a name or an int), as views without that dim."""
     ax = _names.axis(t._names, dim, "unbind")
     names = _names.remove(t._names, ax)
-    return _views_of(apply(_Unbind, (t,), (names,) * t._data.shape[ax], axis=ax), t)
+    lead = (slice(None),) * ax
+    n = t._data.shape[ax]
+    return _views_of(apply(_Unbind, (t,), (names,) * n, axis=ax), t, [lead + (i, ...) for i in range(n)])
 
 
 # ----------------------------------------------------------------------------- pad

@@ -1,4 +1,5 @@
-"""Contractions: ``matmul``/``@``, ``nt.dot`` (by name), ``nt.einsum`` (over names) and ``nt.outer``.
+"""Contractions: ``matmul``/``@`` (and PyTorch's ``mm bmm mv addmm baddbmm``), ``nt.dot`` (by name),
+``nt.einsum`` (over names) and ``nt.outer``.
 
 Name rules (all in :mod:`namedtensor._names`):
 
@@ -6,7 +7,9 @@ Name rules (all in :mod:`namedtensor._names`):
   and broadcast batch dims included.  Batch dims unify (rule 2); the two
   contracted dims must have equal names when both are named (stricter than
   PyTorch, to catch accidental alignment); the output is ``batch + a[-2] + b[-1]``
-  and may not repeat a name.
+  and may not repeat a name.  ``mm`` (2-D @ 2-D), ``bmm`` (3-D @ 3-D, equal batch sizes) and ``mv``
+  (2-D @ 1-D) are matmul with PyTorch's shape requirements; ``addmm``/``baddbmm`` add ``beta * input``,
+  which broadcasts onto the product and unifies with its names (rule 2).
 * ``dot(*tensors, over=...)`` (:func:`~namedtensor._names.contract`): every dim
   is named; the names in ``over``, each in two operands at least, are summed; every other
   name appears once in the output (a name shared by several operands is a batch dim, with equal sizes), in
@@ -24,13 +27,14 @@ engine casts each gradient back to its operand's dtype).
 
 from __future__ import annotations
 
+import numbers
 from functools import lru_cache
 from typing import Any, Optional, Sequence, Tuple, Union
 
 from .. import _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
-from ._common import operand, sum_to, tensor_arg, with_names
+from ._common import is_bool, operand, sum_to, tensor_arg, with_names
 from .shape import _broadcast_plain, _unsqueeze_axes
 
 # ----------------------------------------------------------------------------- shared checks
@@ -131,17 +135,77 @@ def matmul(a: Any, b: Any) -> Tensor:
     or a 1-D operand's only dim) must have equal names when both are named; the output is
     ``batch + (a.names[-2], b.names[-1])`` (minus the dims of 1-D operands), without repeats.
     """
+    return _matmul(a, b, "matmul")
+
+
+def _matmul(a: Any, b: Any, op: str, ndims: Optional[Tuple[int, int]] = None) -> Tensor:
+    """``a @ b`` for ``op``, whose operands must have ``ndims`` dims when given (``mm``: 2 and 2)."""
     if isinstance(a, Tensor):
-        b = _as_operand(b, a, "matmul")
+        b = _as_operand(b, a, op)
     else:
-        a = _as_operand(a, b if isinstance(b, Tensor) else None, "matmul")
-    names = _names.matmul(a._names, b._names, "matmul")
+        a = _as_operand(a, b if isinstance(b, Tensor) else None, op)
+    if ndims is not None and (a.ndim, b.ndim) != ndims:
+        raise ValueError(f"{op}: expected operands of {ndims[0]} and {ndims[1]} dims, got shapes {a.shape} and "
+                         f"{b.shape} (names {_names.fmt(a._names)} and {_names.fmt(b._names)}); matmul (@) takes "
+                         "any number of dims.")
+    names = _names.matmul(a._names, b._names, op)
     sa, sb = a._data.shape, b._data.shape
     problem = _matmul_shapes(tuple(sa), tuple(sb))
+    if problem is None and ndims == (3, 3) and sa[0] != sb[0]:
+        problem = f"the batch sizes differ: {sa[0]} vs {sb[0]} ({op} does not broadcast them)"
     if problem is not None:
-        raise ValueError(f"matmul: {problem}; names {_names.fmt(a._names)} and {_names.fmt(b._names)}.")
-    _check_dtypes("matmul", (a, b))
+        raise ValueError(f"{op}: {problem}; names {_names.fmt(a._names)} and {_names.fmt(b._names)}.")
+    _check_dtypes(op, (a, b))
     return apply(_Matmul, (a, b), names)
+
+
+def mm(input: Tensor, mat2: Any) -> Tensor:
+    """The product of two matrices (2-D only, as ``torch.mm``); names as :func:`matmul`."""
+    return _matmul(tensor_arg(input, "mm"), mat2, "mm", (2, 2))
+
+
+def bmm(input: Tensor, mat2: Any) -> Tensor:
+    """Batched matrix product of ``(b, n, m)`` and ``(b, m, p)`` (3-D only, equal batch sizes, as
+    ``torch.bmm``); names as :func:`matmul`."""
+    return _matmul(tensor_arg(input, "bmm"), mat2, "bmm", (3, 3))
+
+
+def mv(input: Tensor, vec: Any) -> Tensor:
+    """The product of a matrix and a vector (2-D and 1-D, as ``torch.mv``); names as :func:`matmul`."""
+    return _matmul(tensor_arg(input, "mv"), vec, "mv", (2, 1))
+
+
+def _add_product(op: str, input: Any, product: Tensor, beta: Any, alpha: Any) -> Tensor:
+    """``beta * input + alpha * product``; ``input`` broadcasts onto the product, whose shape the result
+    keeps, and the names unify (rule 2).  With ``beta == 0`` input's values are not read, so nan and
+    inf in it do not propagate (PyTorch's rule)."""
+    for what, v in (("beta", beta), ("alpha", alpha)):
+        if is_bool(v) or not isinstance(v, numbers.Number):
+            raise TypeError(f"{op}: {what} must be a number, got {type(v).__name__} {v!r}.")
+    input = _as_operand(input, product, op)
+    names = _names.unify(product._names, input._names, op)
+    shape = tuple(product.shape)
+    lead = len(shape) - input.ndim
+    if lead < 0 or any(s != 1 and s != shape[lead + i] for i, s in enumerate(input.shape)):
+        raise ValueError(f"{op}: input of shape {input.shape} does not broadcast to the product's shape {shape}.")
+    scaled = product if alpha == 1 else product * alpha
+    if beta == 0:
+        return with_names(scaled, names)
+    return (input if beta == 1 else input * beta) + scaled
+
+
+def addmm(input: Any, mat1: Tensor, mat2: Any, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """``beta * input + alpha * (mat1 @ mat2)``, matrices 2-D, as ``torch.addmm``; ``input`` broadcasts
+    onto the product and its names unify with the product's (rule 2)."""
+    return _add_product("addmm", input, _matmul(tensor_arg(mat1, "addmm", "mat1"), mat2, "addmm", (2, 2)),
+                        beta, alpha)
+
+
+def baddbmm(input: Any, batch1: Tensor, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """``beta * input + alpha * bmm(batch1, batch2)``, batches 3-D, as ``torch.baddbmm``; ``input``
+    broadcasts onto the product and its names unify with the product's (rule 2)."""
+    return _add_product("baddbmm", input, _matmul(tensor_arg(batch1, "baddbmm", "batch1"), batch2, "baddbmm", (3, 3)),
+                        beta, alpha)
 
 
 def _rmatmul(b: Tensor, a) -> Tensor:
@@ -294,4 +358,5 @@ def outer(a: Tensor, b: Tensor) -> Tensor:
     return _einsum((a, b), (tuple(range(na)), tuple(range(na, na + b.ndim))), tuple(range(na + b.ndim)), names, "outer")
 
 
-METHODS = {"matmul": matmul, "__matmul__": matmul, "__rmatmul__": _rmatmul, "outer": outer}
+METHODS = {"matmul": matmul, "__matmul__": matmul, "__rmatmul__": _rmatmul, "outer": outer, "mm": mm, "bmm": bmm,
+           "mv": mv, "addmm": addmm, "baddbmm": baddbmm}

@@ -52,7 +52,7 @@ def flip(t: Tensor, *dims: Dim) -> Tensor:
     axes = _names.axes(t._names, _dims(dims), "flip")
     if not axes:
         return t
-    return _track_view(apply(_Flip, (t,), t._names, axes=axes), t)
+    return _track_view(apply(_Flip, (t,), t._names, axes=axes), t, _Flip, axes=axes)
 
 
 class _Roll(Op):

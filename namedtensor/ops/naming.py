@@ -1,7 +1,8 @@
-"""Naming and reordering dims: ``rename``, ``refine_names``, ``align_to``/``align_as``/``nt.align``,
-``permute``, ``transpose`` and ``.mT``.
+"""Naming and reordering dims: ``rename``/``rename_``, ``refine_names``, ``align_to``/``align_as``/
+``nt.align``, ``permute``, ``transpose``/``swapaxes`` and ``.mT``; and NumPy's method spellings
+``astype`` (``to``), ``copy`` (``clone``) and ``ravel`` (``flatten``), which follow those ops' rules.
 
-All are views (no data is copied).  Their name rules live in
+The naming ops are views (no data is copied).  Their name rules live in
 :mod:`namedtensor._names` (``rename_positional``, ``rename_mapping``, ``refine``,
 ``align_to``, ``align_union``, ``permute``, ``transpose``); gradients are
 reordered back and renamed to the input's names.
@@ -9,12 +10,14 @@ reordered back and renamed to the input's names.
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 from .. import _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
-from ._common import inverse_permutation, tensor_arg, with_names
+from ._common import flag, inverse_permutation, tensor_arg, with_names
+from .dtype import clone, to
+from .shape import flatten
 
 
 def _one_sequence(items: tuple) -> tuple:
@@ -29,21 +32,46 @@ def _dims(dims: tuple) -> tuple:
     return _names.hashable_dims(_one_sequence(dims))
 
 
-def rename(t: Tensor, *names, **rename_map) -> Tensor:
-    """``t.rename("a", "b")`` names every dim (``...`` keeps the dims it covers);
-    ``t.rename(old="new")`` renames some; ``t.rename(None)`` drops all names."""
+def _renamed(t: Tensor, names: tuple, rename_map: dict, op: str):
     if names and rename_map:
         raise _names.NamesError(
-            "rename: give either positional names (t.rename('a', 'b')) or a mapping (t.rename(a='x')), not both."
+            f"{op}: give either positional names (t.{op}('a', 'b')) or a mapping (t.{op}(a='x')), not both."
         )
     names = _dims(names)
     if rename_map:
-        new = _names.rename_mapping(t._names, tuple(rename_map.items()), "rename")
-    elif len(names) == 1 and names[0] is None:
-        new = _names.unnamed(t.ndim)
-    else:
-        new = _names.rename_positional(t._names, names, "rename")
-    return with_names(t, new)
+        return _names.rename_mapping(t._names, tuple(rename_map.items()), op)
+    if len(names) == 1 and names[0] is None:
+        return _names.unnamed(t.ndim)
+    return _names.rename_positional(t._names, names, op)
+
+
+def rename(t: Tensor, *names, **rename_map) -> Tensor:
+    """``t.rename("a", "b")`` names every dim (``...`` keeps the dims it covers);
+    ``t.rename(old="new")`` renames some; ``t.rename(None)`` drops all names."""
+    return with_names(t, _renamed(t, names, rename_map, "rename"))
+
+
+def rename_(t: Tensor, *names, **rename_map) -> Tensor:
+    """:func:`rename` in place: ``t`` itself gets the new names and is returned (``t.names = names`` is
+    ``t.rename_(*names)``, as in PyTorch).  Refused, like an in-place edit, on a tensor that requires
+    grad while grad mode is on, and on a tensor computed in a graph: its graph knows it by its old
+    names (write ``t = t.rename(...)`` there).  A leaf's ``.grad`` is renamed with it; a graph recorded
+    before the rename refuses to run backward into it."""
+    new = _renamed(t, names, rename_map, "rename_")
+    if new == t._names:
+        return t
+    if t._node is not None:
+        raise RuntimeError(
+            f"rename_: the tensor (names {_names.fmt(t._names)}) was computed in a graph that knows it by "
+            "these names; use t = t.rename(...) instead."
+        )
+    t._check_inplace("rename_")
+    g = t.grad
+    t._names = new
+    if g is not None:
+        t.grad = with_names(g, new)
+    t._bump()  # a graph that saved the tensor under its old names refuses to use it
+    return t
 
 
 def refine_names(t: Tensor, *names) -> Tensor:
@@ -157,9 +185,26 @@ def permute(t: Tensor, *dims) -> Tensor:
     return _permute(t, perm, names)
 
 
-def transpose(t: Tensor, dim0, dim1) -> Tensor:
-    """Swap two dims (by name or position); names move with their dims."""
-    perm, names = _names.transpose(t._names, dim0, dim1, "transpose")
+def transpose(t: Tensor, *dims, dim0=None, dim1=None) -> Tensor:
+    """``t.transpose(d0, d1)`` swaps two dims (by name or position), PyTorch's meaning; names move with
+    their dims.  NumPy's other forms: ``t.transpose()`` reverses the dims, and three or more dims, one
+    tuple (``t.transpose((2, 0, 1))``) or names with ``...`` are a full permutation, as :func:`permute`."""
+    if dim0 is not None or dim1 is not None:
+        dims = dims + tuple(d for d in (dim0, dim1) if d is not None)
+        if len(dims) != 2:
+            raise TypeError(f"transpose: dim0= and dim1= name the two dims to swap, got the dims {dims!r}.")
+    if len(dims) == 2 and not any(d is Ellipsis or d == "..." for d in dims):
+        perm, names = _names.transpose(t._names, dims[0], dims[1], "transpose")
+    elif dims:
+        perm, names = _names.permute(t._names, _dims(dims), "transpose")
+    else:
+        perm, names = _names.permute(t._names, tuple(range(t.ndim))[::-1], "transpose")
+    return _permute(t, perm, names)
+
+
+def swapaxes(t: Tensor, axis0, axis1) -> Tensor:
+    """NumPy's (and PyTorch's) spelling of ``t.transpose(axis0, axis1)``: swap two dims, by name or position."""
+    perm, names = _names.transpose(t._names, axis0, axis1, "swapaxes")
     return _permute(t, perm, names)
 
 
@@ -174,7 +219,31 @@ def _T(t: Tensor) -> Tensor:
     return _permute(t, perm, names)
 
 
+# ----------------------------------------------------------------------------- NumPy's spellings
+
+
+def astype(t: Tensor, dtype, copy: bool = True) -> Tensor:
+    """NumPy's spelling of ``t.to(dtype)`` (a dtype only), with NumPy's meaning of ``copy``: a new
+    tensor even when the dtype does not change, unless ``copy=False``.  Keeps the names."""
+    return to(t, dtype=dtype, copy=flag(copy, "copy", "astype"))
+
+
+def copy(t: Tensor) -> Tensor:
+    """NumPy's spelling of :func:`clone`: a copy of the data, with the names."""
+    return clone(t)
+
+
+def ravel(t: Tensor, out_name: Optional[str] = None) -> Tensor:
+    """All dims as one: a 1-D tensor, as ``t.flatten()``.  Its one dim is named ``out_name``; a
+    tensor with named dims needs it (names are never dropped silently), unless it has one dim only,
+    which keeps its name."""
+    if t.ndim:
+        _names.flatten(t._names, tuple(range(t.ndim)), out_name, "ravel")
+    return flatten(t, 0, -1, out_name=out_name)
+
+
 METHODS = {
-    "rename": rename, "refine_names": refine_names, "align_to": align_to, "align_as": align_as,
+    "rename": rename, "rename_": rename_, "refine_names": refine_names, "align_to": align_to, "align_as": align_as,
     "permute": permute, "transpose": transpose, "mT": property(_mT), "T": property(_T),
+    "swapaxes": swapaxes, "astype": astype, "copy": copy, "ravel": ravel,
 }

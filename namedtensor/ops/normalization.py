@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Hashable, NamedTuple, Optional, Tuple
+from typing import Any, Hashable, NamedTuple, Optional, Sequence, Tuple, Union
 
-from .. import _names
+from .. import _dtypes, _names
 from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
 from ._common import inverse_permutation, tensor_arg, with_names
@@ -31,6 +31,9 @@ from .naming import _permute
 from .shape import _reshape
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+#: the machine epsilon of each floating dtype: PyTorch's rms_norm eps when eps is None
+_EPSILON = {_dtypes.float16: 2.0 ** -10, _dtypes.float32: 2.0 ** -23, _dtypes.float64: 2.0 ** -52}
 
 
 class _Plan(NamedTuple):
@@ -54,6 +57,42 @@ def _rows(ndim: int, axes: Tuple[int, ...]) -> Optional[str]:
         return None
     full = _LETTERS[:ndim]
     return f"{full},{full}->{full[: ndim - len(axes)]}"
+
+
+def _is_size(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _norm_dims(op: str, x: Tensor, normalized_shape: Any, dim: Hashable) -> Hashable:
+    """The dims to normalise over, as :func:`_plan` takes them: ``dim``, names given in
+    ``normalized_shape``'s place, or the last dims, of PyTorch's sizes ``normalized_shape``."""
+    tensor_arg(x, op, "the input")
+    usage = (f"{op}(x, normalized_shape) takes PyTorch's sizes of the last dims (e.g. {op}(x, x.shape[-1:])); "
+             f"dims by name are given with dim= (e.g. {op}(x, dim='embed'))")
+    shape = normalized_shape
+    if isinstance(shape, list):
+        shape = tuple(shape)
+    if dim is None and (isinstance(shape, str) or (isinstance(shape, tuple) and all(isinstance(n, str) for n in shape))):
+        return shape  # a name is never a size: the named call with the dims in normalized_shape's place
+    if shape is None:
+        if dim is None:
+            raise TypeError(f"{op}: no dims to normalise over. {usage}.")
+        return dim
+    sizes = (shape,) if _is_size(shape) else shape
+    if not isinstance(sizes, tuple) or not all(_is_size(s) for s in sizes):
+        raise TypeError(f"{op}: normalized_shape must be sizes (an int or a tuple of ints) or dim names, got "
+                        f"{normalized_shape!r}. {usage}.")
+    if dim is not None:
+        axes, _ = _names.normalized(x._names, _names.hashable_dims(dim), op)
+        got = tuple(x.shape[a] for a in axes)
+        if got != sizes:
+            raise ValueError(f"{op}: normalized_shape {sizes} are not the sizes {got} of the dims {dim!r} given by "
+                             f"dim= (input names {_names.fmt(x._names)}, shape {x.shape}).")
+        return dim
+    if len(sizes) > x.ndim or tuple(x.shape[x.ndim - len(sizes):]) != sizes:
+        raise ValueError(f"{op}: normalized_shape {sizes} are the sizes of the last dims in PyTorch's call, but the "
+                         f"input has shape {x.shape} (names {_names.fmt(x._names)}). {usage}.")
+    return tuple(range(-len(sizes), 0))
 
 
 def _plan(op: str, x: Tensor, dims, weight: Optional[Tensor], bias: Optional[Tensor]) -> _Plan:
@@ -253,17 +292,25 @@ class _LayerNorm(Op):
         return (*_grads(node, g, x, w, True), gb)
 
 
-def layer_norm(x: Tensor, dims: Hashable, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
-               eps: float = 1e-5) -> Tensor:
-    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the dims ``dims``; keeps x's names.
+def layer_norm(input: Tensor, normalized_shape: Union[int, Sequence[int], Hashable, None] = None,
+               weight: Optional[Tensor] = None, bias: Optional[Tensor] = None, eps: float = 1e-5, *,
+               dim: Hashable = None) -> Tensor:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over some dims of ``input``; keeps its names.
 
-    ``dims`` is a name (or int) or a tuple of them; the mean and the (biased) variance are taken over
-    those dims together.  ``weight`` and ``bias`` have exactly those dims, matched by name in any order:
+    PyTorch's call ``layer_norm(x, normalized_shape, weight, bias, eps)`` normalises over the last
+    dims, whatever their names, which must have the sizes ``normalized_shape`` (an int or a tuple
+    of ints, e.g. ``w.shape``).  The named call gives the dims with ``dim=`` (a name or a tuple of
+    names, anywhere in x; ``normalized_shape``, if given too, must be their sizes); a name or a
+    tuple of names in ``normalized_shape``'s place is read as ``dim=`` too, since it is never a
+    size.  The mean and the (biased) variance are taken over those dims together.  ``weight`` and
+    ``bias`` have exactly those dims, matched by name in any order (dim by dim where unnamed):
 
-        layer_norm(x, "embed", w, b)       # x (batch, seq, embed); w, b named ("embed",)
+        layer_norm(x, (16,), w, b)              # PyTorch: the last dim, of size 16
+        layer_norm(x, dim="embed", weight=w)    # x (batch, seq, embed); w named ("embed",)
     """
-    plan = _plan("layer_norm", x, dims, weight, bias)
-    return apply(_LayerNorm, (x, weight, bias), x._names, plan=plan, eps=float(eps))
+    dims = _norm_dims("layer_norm", input, normalized_shape, dim)
+    plan = _plan("layer_norm", input, dims, weight, bias)
+    return apply(_LayerNorm, (input, weight, bias), input._names, plan=plan, eps=float(eps))
 
 
 # ----------------------------------------------------------------------------- rms_norm
@@ -293,11 +340,15 @@ class _RMSNorm(Op):
         return _grads(node, g, x, w, False)
 
 
-def rms_norm(x: Tensor, dims: Hashable, weight: Optional[Tensor] = None, eps: float = 1e-6) -> Tensor:
-    """``x / sqrt(mean(x ** 2) + eps) * weight`` over the dims ``dims``; keeps x's names.
+def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int], Hashable, None] = None,
+             weight: Optional[Tensor] = None, eps: Optional[float] = None, *, dim: Hashable = None) -> Tensor:
+    """``x / sqrt(mean(x ** 2) + eps) * weight`` over some dims of ``input``; keeps its names.
 
-    ``dims`` and ``weight`` are as in :func:`layer_norm` (the weight has exactly the normalised dims,
-    matched by name in any order).
+    ``normalized_shape``, ``dim`` and ``weight`` are as in :func:`layer_norm`.  ``eps=None`` (the
+    default, as in PyTorch) is the machine epsilon of the input's dtype.
     """
-    plan = _plan("rms_norm", x, dims, weight, None)
-    return apply(_RMSNorm, (x, weight), x._names, plan=plan, eps=float(eps))
+    dims = _norm_dims("rms_norm", input, normalized_shape, dim)
+    plan = _plan("rms_norm", input, dims, weight, None)
+    if eps is None:
+        eps = _EPSILON[input.dtype]
+    return apply(_RMSNorm, (input, weight), input._names, plan=plan, eps=float(eps))

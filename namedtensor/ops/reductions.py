@@ -5,7 +5,12 @@ Name rules:
 * reductions (``sum mean prod amax amin std var logsumexp norm any all``, ``max``/``min``/
   ``argmax``/``argmin``): :func:`namedtensor._names.reduce`, the input's names minus the
   reduced dims; ``keepdim=True`` keeps them all (as size 1).  ``dim=None`` reduces every dim.
+* ``std_mean``/``var_mean``: two such tensors, ``(std, mean)`` or ``(var, mean)``.
 * along one dim (``cumsum cumprod softmax log_softmax``): the output keeps the input's names.
+* ``cdist``: :func:`namedtensor._names.cdist` (batch dims unified, the two row dims' names);
+  ``equal`` is a Python bool, False where the names would not broadcast (:func:`namedtensor._names.unifiable`).
+
+Each function also takes NumPy's ``axis=`` and ``keepdims=`` for ``dim=`` and ``keepdim=``.
 
 ``max``/``min`` with a dim return ``(values, indices)`` and send the gradient to the selected
 element; ``amax``/``amin`` (and ``max``/``min`` of the whole tensor) split it evenly among ties,
@@ -21,25 +26,26 @@ scan as int64 (``True`` is 1) and their max/min are bool, as in NumPy.
 
 from __future__ import annotations
 
+import builtins
 import math
 import numbers
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, Tuple, Union
 
 from .. import _names
-from ..autograd.graph import Op, apply, is_grad_enabled
+from ..autograd.graph import Op, _common_backend, apply, is_grad_enabled
 from ..tensor import Tensor
-from ._common import as_float_tensor, flag, inverse_permutation, with_names
-from .elementwise import maximum, minimum, where
+from ._common import as_float_tensor, flag, inverse_permutation, tensor_arg, with_names
+from .elementwise import eq, maximum, minimum, where
 from .indexing import gather
-from .shape import _broadcast_plain, _unsqueeze_axes, squeeze
-from .sorting import ValuesIndices
+from .shape import _broadcast_plain, _unsqueeze_axes, squeeze, unsqueeze
+from .sorting import ValuesIndices, nonempty, numpy_spelling, one_dim
 
 Dim = Union[str, int]
 Dims = Union[Dim, Sequence[Dim], None]  # None: every dim
 
 __all__ = [
     "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "std", "var", "logsumexp", "norm",
-    "any", "all", "cumsum", "cumprod", "softmax", "log_softmax",
+    "any", "all", "cumsum", "cumprod", "softmax", "log_softmax", "std_mean", "var_mean", "cdist", "equal",
 ]
 
 
@@ -59,15 +65,6 @@ def _expand_back(g: Tensor, node) -> Tensor:
 def _kept(y: Tensor, node) -> Tensor:
     """A reduction's output with the reduced dims back as unnamed size-1 dims (to broadcast against the input)."""
     return y if node.params["keepdim"] else _unsqueeze_axes(y, node.params["axes"])
-
-
-def _nonempty(t: Tensor, axes, op: str) -> None:
-    for a in axes:
-        if t._data.shape[a] == 0:
-            raise ValueError(
-                f"{op}: cannot reduce over {_names._dim_label(t._names, a)} of size 0 (names "
-                f"{_names.fmt(t._names)}): the result is undefined for an empty dim."
-            )
 
 
 def _one_axis(t: Tensor, dim, op: str) -> int:
@@ -92,8 +89,11 @@ class _Sum(Op):
         return (_expand_back(g, node),)
 
 
-def sum(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
+def sum(t: Tensor, dim: Dims = None, keepdim: bool = False,
+        *, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Sum over ``dim`` (a name, an int, a tuple of them, or ``None`` for all)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("sum", dim, axis, keepdim, keepdims)
     axes, names = _plan(t, dim, keepdim, "sum")
     return apply(_Sum, (t,), names, axes=axes, keepdim=bool(keepdim))
 
@@ -111,8 +111,11 @@ class _Mean(Op):
         return (_expand_back(g, node) / math.prod(shape[a] for a in node.params["axes"]),)
 
 
-def mean(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
+def mean(t: Tensor, dim: Dims = None, keepdim: bool = False,
+         *, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Mean over ``dim``; integer tensors are averaged in float64."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("mean", dim, axis, keepdim, keepdims)
     axes, names = _plan(t, dim, keepdim, "mean")
     return apply(_Mean, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim))
 
@@ -149,8 +152,9 @@ def _cumsum(t: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
     return apply(_Cumsum, (t,), t._names, axis=axis, exclusive=exclusive, reverse=reverse)
 
 
-def cumsum(t: Tensor, dim: Dim) -> Tensor:
+def cumsum(t: Tensor, dim: Optional[Dim] = None, *, axis: Optional[Dim] = None) -> Tensor:
     """Cumulative sum along ``dim`` (a name or an int); keeps the names."""
+    dim = one_dim("cumsum", dim, axis)
     return _cumsum(t, _names.axis(t._names, dim, "cumsum"), False, False)
 
 
@@ -204,9 +208,10 @@ def _cumprod(t: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
     return apply(_Cumprod, (t,), t._names, axis=axis, exclusive=exclusive, reverse=reverse)
 
 
-def cumprod(t: Tensor, dim: Dim) -> Tensor:
+def cumprod(t: Tensor, dim: Optional[Dim] = None, *, axis: Optional[Dim] = None) -> Tensor:
     """Cumulative product along ``dim`` (a name or an int); keeps the names.  Its gradient is
     right when the input holds zeros (at O(n^2) memory along ``dim`` in that case)."""
+    dim = one_dim("cumprod", dim, axis)
     return _cumprod(t, _names.axis(t._names, dim, "cumprod"), False, False)
 
 
@@ -247,10 +252,13 @@ def _product_of_others(x: Tensor, axes) -> Tensor:
     return others.permute(*inverse_permutation(perm))
 
 
-def prod(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
+def prod(t: Tensor, dim: Dims = None, keepdim: bool = False,
+         *, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Product over ``dim`` (a name, an int, a tuple of them, or ``None`` for all).
 
     The gradient is right with zeros in the input (it never divides by it)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("prod", dim, axis, keepdim, keepdims)
     axes, names = _plan(t, dim, keepdim, "prod")
     return apply(_Prod, (t,), names, axes=axes, keepdim=bool(keepdim))
 
@@ -290,25 +298,31 @@ def _tie_weights(node, x, extreme, names) -> Tensor:
 
 def _extreme(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
     axes, names = _plan(t, dim, keepdim, op)
-    _nonempty(t, axes, op)
+    nonempty(t, axes, op)
     return apply(_Amax if largest else _Amin, (t,), names, axes=axes, keepdim=bool(keepdim), largest=largest)
 
 
-def amax(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
+def amax(t: Tensor, dim: Dims = None, keepdim: bool = False,
+         *, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Largest value over ``dim`` (a name, an int, a tuple, or ``None`` for all); the gradient
     is split evenly among ties."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("amax", dim, axis, keepdim, keepdims)
     return _extreme(t, dim, keepdim, True, "amax")
 
 
-def amin(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
+def amin(t: Tensor, dim: Dims = None, keepdim: bool = False,
+         *, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Smallest value over ``dim``; the gradient is split evenly among ties."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("amin", dim, axis, keepdim, keepdims)
     return _extreme(t, dim, keepdim, False, "amin")
 
 
 def _extreme_along(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> ValuesIndices:
     keepdim = flag(keepdim, "keepdim", op)
     ax = _one_axis(t, dim, op)
-    _nonempty(t, (ax,), op)
+    nonempty(t, (ax,), op)
     at = apply(_Argmax, (t,), t._names, axis=ax, keepdim=True, largest=largest)
     values = gather(t, ax, at)  # its gradient goes to the selected entry only
     if keepdim:
@@ -317,10 +331,12 @@ def _extreme_along(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Val
 
 
 def max(t: Tensor, dim: Union[Dim, Tensor, None] = None,
-        keepdim: bool = False) -> Union[Tensor, ValuesIndices]:
+        keepdim: bool = False, *, axis: Dims = None, keepdims: Optional[bool] = None) -> Union[Tensor, ValuesIndices]:
     """``t.max()``: the largest value (a 0-dim tensor; ties share the gradient).
     ``t.max(dim)``: ``(values, indices)`` along one dim (the gradient goes to the selected entry).
     ``t.max(other)``: elementwise :func:`maximum`."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("max", dim, axis, keepdim, keepdims)
     if isinstance(dim, Tensor):
         return maximum(t, dim)
     if dim is None:
@@ -329,8 +345,10 @@ def max(t: Tensor, dim: Union[Dim, Tensor, None] = None,
 
 
 def min(t: Tensor, dim: Union[Dim, Tensor, None] = None,
-        keepdim: bool = False) -> Union[Tensor, ValuesIndices]:
+        keepdim: bool = False, *, axis: Dims = None, keepdims: Optional[bool] = None) -> Union[Tensor, ValuesIndices]:
     """Like :func:`max`, for the smallest value (``t.min(other)`` is :func:`minimum`)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("min", dim, axis, keepdim, keepdims)
     if isinstance(dim, Tensor):
         return minimum(t, dim)
     if dim is None:
@@ -353,23 +371,29 @@ class _Argmax(Op):
 def _arg_extreme(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
     if dim is None:
         keepdim = flag(keepdim, "keepdim", op)
-        _nonempty(t, range(t.ndim), op)
+        nonempty(t, range(t.ndim), op)
         names = t._names if keepdim else ()
         return apply(_Argmax, (t,), names, axis=None, keepdim=bool(keepdim), largest=largest)
     ax = _one_axis(t, dim, op)
     _, names = _plan(t, dim, keepdim, op)
-    _nonempty(t, (ax,), op)
+    nonempty(t, (ax,), op)
     return apply(_Argmax, (t,), names, axis=ax, keepdim=bool(keepdim), largest=largest)
 
 
-def argmax(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
+def argmax(t: Tensor, dim: Dims = None, keepdim: bool = False,
+           *, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Index (int64) of the largest value along ``dim``; ``dim=None`` gives the index into the
     flattened tensor.  The first one wins among ties.  No gradient."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("argmax", dim, axis, keepdim, keepdims)
     return _arg_extreme(t, dim, keepdim, True, "argmax")
 
 
-def argmin(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
+def argmin(t: Tensor, dim: Dims = None, keepdim: bool = False,
+           *, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Index (int64) of the smallest value along ``dim`` (``None``: into the flattened tensor)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("argmin", dim, axis, keepdim, keepdims)
     return _arg_extreme(t, dim, keepdim, False, "argmin")
 
 
@@ -412,16 +436,38 @@ def _variance(t: Tensor, dim: Dims, unbiased: Optional[bool], keepdim: bool, cor
 
 
 def var(t: Tensor, dim: Dims = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
-        correction: Optional[float] = None) -> Tensor:
+        correction: Optional[float] = None, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Variance over ``dim``, dividing by ``N - correction`` (default 1, Bessel's correction;
     ``unbiased=False`` means ``correction=0``).  Integer tensors are computed in float64."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("var", dim, axis, keepdim, keepdims)
     return _variance(t, dim, unbiased, keepdim, correction, "var")
 
 
 def std(t: Tensor, dim: Dims = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
-        correction: Optional[float] = None) -> Tensor:
+        correction: Optional[float] = None, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Standard deviation over ``dim``: ``var(...).sqrt()`` with the same arguments."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("std", dim, axis, keepdim, keepdims)
     return _variance(t, dim, unbiased, keepdim, correction, "std").sqrt()
+
+
+def var_mean(t: Tensor, dim: Dims = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
+             correction: Optional[float] = None, axis: Dims = None,
+             keepdims: Optional[bool] = None) -> Tuple[Tensor, Tensor]:
+    """``(var, mean)`` over ``dim``, with :func:`var`'s arguments (a tuple, as in PyTorch)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("var_mean", dim, axis, keepdim, keepdims)
+    return _variance(t, dim, unbiased, keepdim, correction, "var_mean"), mean(t, dim, keepdim)
+
+
+def std_mean(t: Tensor, dim: Dims = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
+             correction: Optional[float] = None, axis: Dims = None,
+             keepdims: Optional[bool] = None) -> Tuple[Tensor, Tensor]:
+    """``(std, mean)`` over ``dim``, with :func:`std`'s arguments (a tuple, as in PyTorch)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("std_mean", dim, axis, keepdim, keepdims)
+    return _variance(t, dim, unbiased, keepdim, correction, "std_mean").sqrt(), mean(t, dim, keepdim)
 
 
 # ----------------------------------------------------------------------------- logsumexp, norm
@@ -446,10 +492,13 @@ class _LogSumExp(Op):
         return (_expand_back(g, node) * (x - _kept(y, node)).exp(),)
 
 
-def logsumexp(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
+def logsumexp(t: Tensor, dim: Dims = None, keepdim: bool = False,
+              *, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """``log(sum(exp(t)))`` over ``dim``, computed without overflow (``None``: all dims)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("logsumexp", dim, axis, keepdim, keepdims)
     axes, names = _plan(t, dim, keepdim, "logsumexp")
-    _nonempty(t, axes, "logsumexp")
+    nonempty(t, axes, "logsumexp")
     return apply(_LogSumExp, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim))
 
 
@@ -493,10 +542,13 @@ class _Norm(Op):
         return (g * x.sign() * power / where(y > 0, y, 1) ** (p - 1),)
 
 
-def norm(t: Tensor, p: Union[float, str] = 2, dim: Dims = None, keepdim: bool = False) -> Tensor:
+def norm(t: Tensor, p: Union[float, str] = 2, dim: Dims = None, keepdim: bool = False,
+         *, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Vector ``p``-norm over ``dim`` (``None``: all dims): ``p`` is 2 (default, also ``"fro"``), 1,
     ``inf`` (largest ``|x|``), ``-inf`` (smallest), 0 (count of non-zeros) or any other number.
     The gradient of the 2-norm at 0 is 0."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("norm", dim, axis, keepdim, keepdims)
     if p == "fro":
         p = 2
     if isinstance(p, bool) or not isinstance(p, numbers.Real):
@@ -504,8 +556,56 @@ def norm(t: Tensor, p: Union[float, str] = 2, dim: Dims = None, keepdim: bool = 
         raise ValueError(f"norm: p must be a number (2, 1, inf, -inf, 0, ...) or 'fro', got {p!r}.{hint}")
     axes, names = _plan(t, dim, keepdim, "norm")
     if p in (math.inf, -math.inf):
-        _nonempty(t, axes, "norm")
+        nonempty(t, axes, "norm")
     return apply(_Norm, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim), p=float(p))
+
+
+_COMPUTE_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
+          compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
+    """The ``p``-norm distance between each row of ``x1`` ``(..., P, M)`` and each row of ``x2``
+    ``(..., R, M)``: ``(..., P, R)``, named by the batch dims (unified, rule 2) and the two row dims
+    (whose names must differ); the feature dims must have the same name where both have one.
+
+    ``p`` is any number >= 0 or ``inf``, as in PyTorch, and the gradient at a distance of 0 is 0.
+    The distances are always computed from the differences (``compute_mode`` is accepted for
+    PyTorch compatibility: the matrix-product shortcut would only lose precision), which takes
+    ``(..., P, R, M)`` memory."""
+    tensor_arg(x1, "cdist", "x1")
+    tensor_arg(x2, "cdist", "x2")
+    names = _names.cdist(x1._names, x2._names, "cdist")
+    if compute_mode not in _COMPUTE_MODES:
+        raise ValueError(f"cdist: compute_mode must be one of {_COMPUTE_MODES}, got {compute_mode!r}.")
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not p >= 0:
+        raise ValueError(f"cdist: p must be a number >= 0 (or inf), got {p!r}.")
+    if x1.dtype.kind != "f" or x1.dtype != x2.dtype:
+        raise TypeError(f"cdist: x1 and x2 must be floating-point tensors of one dtype, got {x1.dtype!r} and "
+                        f"{x2.dtype!r}.")
+    s1, s2 = x1.shape, x2.shape
+    batch_ok = builtins.all(a == b or 1 in (a, b) for a, b in zip(s1[-3::-1], s2[-3::-1]))
+    if s1[-1] != s2[-1] or not batch_ok:
+        raise ValueError(
+            f"cdist: shapes {s1} and {s2} do not fit (..., P, M) and (..., R, M): the feature sizes must be equal "
+            "and the batch dims must broadcast."
+        )
+    rows = unsqueeze(with_names(x1, _names.unnamed(x1.ndim)), -2)
+    cols = unsqueeze(with_names(x2, _names.unnamed(x2.ndim)), -3)
+    return with_names(norm(rows - cols, p, -1), names)
+
+
+def equal(a: Tensor, b: Tensor) -> bool:
+    """PyTorch's ``torch.equal``: True when ``a`` and ``b`` have the same shape and the same values
+    (NaN is never equal to itself; dtypes may differ).  Their names must line up as rule 2 lets
+    them broadcast (equal, or ``None`` on one side); names that do not give False."""
+    tensor_arg(a, "equal", "a")
+    tensor_arg(b, "equal", "b")
+    if a._B is not b._B:
+        _common_backend("equal", a, b)
+    if a.shape != b.shape or not _names.unifiable(a._names, b._names):
+        return False
+    return bool(all(eq(a, b)))
 
 
 # ----------------------------------------------------------------------------- any, all
@@ -520,14 +620,20 @@ class _Any(Op):
         return (B.all if every else B.any)(x, axis=axes, keepdims=keepdim)
 
 
-def any(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
+def any(t: Tensor, dim: Dims = None, keepdim: bool = False,
+        *, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Whether any entry over ``dim`` is non-zero (bool; no gradient)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("any", dim, axis, keepdim, keepdims)
     axes, names = _plan(t, dim, keepdim, "any")
     return apply(_Any, (t,), names, axes=axes, keepdim=bool(keepdim), every=False)
 
 
-def all(t: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
+def all(t: Tensor, dim: Dims = None, keepdim: bool = False,
+        *, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Whether every entry over ``dim`` is non-zero (bool; no gradient)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_spelling("all", dim, axis, keepdim, keepdims)
     axes, names = _plan(t, dim, keepdim, "all")
     return apply(_Any, (t,), names, axes=axes, keepdim=bool(keepdim), every=True)
 
@@ -564,14 +670,16 @@ class _LogSoftmax(_Softmax):
     name = "log_softmax"
 
 
-def softmax(t: Tensor, dim: Dim) -> Tensor:
+def softmax(t: Tensor, dim: Optional[Dim] = None, *, axis: Optional[Dim] = None) -> Tensor:
     """``exp(t) / sum(exp(t))`` along ``dim`` (a name or an int), without overflow; keeps the names."""
+    dim = one_dim("softmax", dim, axis)
     ax = _names.axis(t._names, dim, "softmax")
     return apply(_Softmax, (as_float_tensor(t),), t._names, axis=ax, log=False)
 
 
-def log_softmax(t: Tensor, dim: Dim) -> Tensor:
+def log_softmax(t: Tensor, dim: Optional[Dim] = None, *, axis: Optional[Dim] = None) -> Tensor:
     """``log(softmax(t, dim))`` computed directly (accurate for very negative logits); keeps the names."""
+    dim = one_dim("log_softmax", dim, axis)
     ax = _names.axis(t._names, dim, "log_softmax")
     return apply(_LogSoftmax, (as_float_tensor(t),), t._names, axis=ax, log=True)
 
@@ -580,4 +688,5 @@ METHODS = {
     "sum": sum, "mean": mean, "prod": prod, "max": max, "min": min, "amax": amax, "amin": amin,
     "argmax": argmax, "argmin": argmin, "std": std, "var": var, "logsumexp": logsumexp, "norm": norm,
     "any": any, "all": all, "cumsum": cumsum, "cumprod": cumprod, "softmax": softmax, "log_softmax": log_softmax,
+    "equal": equal,
 }

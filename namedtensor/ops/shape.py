@@ -21,7 +21,7 @@ import math
 from typing import Any, Optional, Sequence, Union
 
 from .. import _names
-from ..autograd.graph import Op, apply, version_counter
+from ..autograd.graph import Op, apply, share_view
 from ..tensor import Tensor
 from ._common import int_sizes, sum_to, tensor_arg, with_names
 
@@ -30,10 +30,11 @@ __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "broadcast
 Dim = Union[str, int]
 
 
-def _track_view(out: Tensor, t: Tensor) -> Tensor:
-    """Let ``out`` share ``t``'s version counter when its data is a view of ``t``'s (in-place edits show in both)."""
+def _track_view(out: Tensor, t: Tensor, op: type, **params: Any) -> Tensor:
+    """Let ``out`` (``op`` of ``t`` with ``params``) be a view of ``t`` when its data is one: in-place edits
+    show in both, and update the other's history (``share_view``)."""
     if t._B.is_view_of(out._data, t._data):
-        out._vc = version_counter(t)
+        share_view(out, t, op, params)
     return out
 
 
@@ -50,7 +51,7 @@ class _Reshape(Op):
 
 
 def _reshape(t: Tensor, shape, names) -> Tensor:
-    return _track_view(apply(_Reshape, (t,), names, shape=tuple(shape)), t)
+    return _track_view(apply(_Reshape, (t,), names, shape=tuple(shape)), t, _Reshape, shape=tuple(shape))
 
 
 class _Broadcast(Op):

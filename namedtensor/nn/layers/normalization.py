@@ -23,9 +23,6 @@ from ._forms import Forms, argument, is_sizes
 Dims = Union[str, Sequence[str]]
 Sizes = Union[int, Sequence[int], None]
 
-#: the machine epsilon of each floating dtype: PyTorch's RMSNorm eps when eps is None
-_EPSILON = {_dtypes.float16: 2.0 ** -10, _dtypes.float32: 2.0 ** -23, _dtypes.float64: 2.0 ** -52}
-
 
 def _layer_norm_pytorch(normalized_shape: Union[int, Sequence[int]], eps: float = 1e-5,
                         elementwise_affine: bool = True, bias: bool = True, device: Any = None,
@@ -154,7 +151,7 @@ class LayerNorm(_Norm):
 
     def forward(self, x: Tensor) -> Tensor:
         """``x`` normalised over ``dims``; same names."""
-        return F.layer_norm(x, self._dims_of(x), self.weight, self.bias, self.eps)
+        return F.layer_norm(x, weight=self.weight, bias=self.bias, eps=self.eps, dim=self._dims_of(x))
 
 
 class RMSNorm(_Norm):
@@ -180,5 +177,4 @@ class RMSNorm(_Norm):
 
     def forward(self, x: Tensor) -> Tensor:
         """``x`` divided by its root mean square over ``dims``; same names."""
-        eps = _EPSILON.get(x.dtype, 0.0) if self.eps is None else self.eps
-        return F.rms_norm(x, self._dims_of(x), self.weight, eps)
+        return F.rms_norm(x, weight=self.weight, eps=self.eps, dim=self._dims_of(x))
