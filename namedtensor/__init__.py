@@ -43,6 +43,7 @@ from .ops.joining import cat, chunk, concat, pad, split, stack, unbind
 from .ops.linalg import addmm, baddbmm, bmm, dot, einsum, matmul, mm, mv, outer
 from .ops.movement import flip, roll, tile, tril, triu
 from .ops.naming import align, align_as, align_to, permute, refine_names, rename, transpose
+from .ops.rearrange import rearrange, reduce, repeat
 from .ops.reductions import (amax, amin, argmax, argmin, cdist, cumprod, cumsum, equal, log_softmax, logsumexp, mean,
                              norm, prod, softmax, std, std_mean, var, var_mean)
 from .ops.reductions import all as all, any as any, max as max, min as min, sum as sum  # likewise
@@ -55,12 +56,13 @@ from . import cuda, data, nn, optim  # they build on the Tensor and its methods 
 from .interop import from_dlpack, from_xarray, to_pandas, to_xarray
 from .numpy_protocols import lift
 from .tracing import ShapeTrace, show, spec, trace_shapes
+from .conversion import ConversionReport, conversion_report, gradual
 from .backends.meta_backend import DataDependentError
-from . import checking, display, interop, numpy_protocols, serialization, tracing
+from . import checking, conversion, display, interop, numpy_protocols, serialization, tracing
 
 # conversions, display and NumPy's protocols are Tensor methods but not ops
 install_methods({**interop.METHODS, **display.METHODS, **numpy_protocols.METHODS})
-del install_methods, checking, display, interop, numpy_protocols, serialization, tracing
+del install_methods, checking, conversion, display, interop, numpy_protocols, serialization, tracing
 
 # PyTorch's dtype spellings; defined last, since three of them shadow builtins in this module
 half = float16
@@ -86,6 +88,7 @@ __all__ = [
     "flatten", "unflatten", "squeeze", "unsqueeze", "broadcast_to", "reshape",
     "cat", "concat", "stack", "split", "chunk", "unbind", "pad",
     "flip", "roll", "tile", "tril", "triu",
+    "rearrange", "reduce", "repeat",
     # indexing
     "isel", "select", "narrow", "index_select", "gather", "masked_fill", "masked_select", "diagonal", "where",
     # elementwise math (and abs, round, pow)
@@ -110,7 +113,7 @@ __all__ = [
     "set_num_threads", "get_num_threads", "save", "load",
     # conversion, checked signatures, shape dry runs
     "lift", "to_xarray", "from_xarray", "to_pandas", "from_dlpack", "Named", "NamesSpec", "check_names",
-    "spec", "trace_shapes", "show", "ShapeTrace",
+    "spec", "trace_shapes", "show", "ShapeTrace", "gradual", "conversion_report", "ConversionReport",
     # subpackages
     "nn", "optim", "data", "cuda", "testing",
 ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from numbers import Integral
-from typing import Hashable, Iterable, Optional, Sequence, Tuple
+from typing import Hashable, Iterable, NamedTuple, Optional, Sequence, Tuple
 
 Name = Optional[str]
 Names = Tuple[Name, ...]
@@ -602,15 +602,34 @@ def unflatten(names: Names, ax: int, new: Names, op: str = "unflatten", named: b
     return validate(out, len(out), op)
 
 
-def reshape(names: Names, new: Optional[Iterable[Name]], ndim: int, op: str = "reshape") -> Names:
-    """``reshape``/``view`` to ``ndim`` dims: names cannot be inferred through an arbitrary reshape,
-    so a named input needs the result's names (``new``); an unnamed one may leave them out."""
-    if new is None and is_named(names):
-        raise NamesError(
-            f"{op}: the input has names {fmt(names)}; a reshape cannot infer names, so give "
-            "names= for the result (or use flatten/unflatten, which keep names)."
-        )
-    return validate(new, ndim, op)
+def reshape(names: Names, new: Optional[Iterable[Name]], shape: Tuple[int, ...], out_shape: Tuple[int, ...],
+            op: str = "reshape") -> Tuple[Names, Names]:
+    """``reshape``/``view`` from ``shape`` to ``out_shape`` (both resolved, no -1): ``(out_names, dropped)``.
+
+    ``names=`` given (``new``) wins and is only validated.  Else the dims of the longest common prefix
+    and suffix of equal sizes keep their names (in the input they are disjoint, so no name repeats);
+    the dims split or merged between them come out unnamed, and ``dropped`` are the names they had.
+    """
+    if new is not None:
+        return validate(new, len(out_shape), op), ()
+    if not is_named(names):
+        return unnamed(len(out_shape)), ()
+    return _reshape(names, shape, out_shape, op)
+
+
+@_cache
+def _reshape(names: Names, shape: Tuple[int, ...], out_shape: Tuple[int, ...], op: str) -> Tuple[Names, Names]:
+    n_in, n_out = len(shape), len(out_shape)
+    limit = min(n_in, n_out)
+    head = 0
+    while head < limit and shape[head] == out_shape[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and shape[n_in - 1 - tail] == out_shape[n_out - 1 - tail]:
+        tail += 1
+    out = names[:head] + (None,) * (n_out - head - tail) + names[n_in - tail :]
+    dropped = tuple(n for n in names[head : n_in - tail] if n is not None)
+    return validate(out, n_out, op), dropped
 
 
 @_cache
@@ -817,6 +836,206 @@ def parse_einsum(spec: str, all_names: Tuple[Names, ...], op: str = "einsum") ->
         if not any(n in names for names in refined):
             raise NamesError(f"{op}: the output dim {n!r} of {spec!r} is not a dim of any operand.")
     return tuple(refined), validate(out, len(out), op)
+
+
+class RearrangePlan(NamedTuple):
+    """What :func:`rearrange_plan` works out: the steps of ``nt.rearrange``/``reduce``/``repeat``.
+
+    ``split_*``: the input with every dim of the pattern's left side split into its words (each
+    dim named by its word; the dims under ``...`` keep their names); ``reduce_axes``: the axes of
+    that layout to reduce; ``perm``: the order the remaining dims take; ``expand_*``: the layout
+    with size-1 dims where the new words of ``repeat`` go, and ``full_shape`` their sizes; ``out_*``:
+    the result, the right side's groups merged.
+    """
+
+    split_shape: Tuple[int, ...]
+    split_names: Names
+    reduce_axes: Tuple[int, ...]
+    perm: Tuple[int, ...]
+    expand_shape: Tuple[int, ...]
+    expand_names: Names
+    full_shape: Tuple[int, ...]
+    out_shape: Tuple[int, ...]
+    out_names: Names
+
+
+_GROUP_FIX = "write words, '...', groups '(a b)' and named groups 'name=(a b)'"
+
+
+def _parse_side(side: str, pattern: str, op: str) -> Tuple:
+    """One side of a rearrange pattern as items: a word (str), ``...``, or a group ``(label, words)``."""
+    tokens = side.replace("(", " ( ").replace(")", " ) ").replace("=", " = ").split()
+    items: list = []
+    i = 0
+    while i < len(tokens):
+        label = None
+        if i + 1 < len(tokens) and tokens[i + 1] == "=":
+            label, i = tokens[i], i + 2
+            if not label.isidentifier() or i >= len(tokens) or tokens[i] != "(":
+                raise ValueError(f"{op}: in {pattern!r}, '=' must join a name and a group, as in 'embed=(head d)'.")
+        tok = tokens[i]
+        if tok == "(":
+            close = tokens.index(")", i) if ")" in tokens[i:] else -1
+            words = tuple(tokens[i + 1 : close])
+            if close < 0 or not all(w.isidentifier() for w in words) or not words:
+                raise ValueError(
+                    f"{op}: in {pattern!r}, a group '(...)' must be closed and hold one or more words (no '...', "
+                    f"nesting or numbers); {_GROUP_FIX}."
+                )
+            items.append((label, words))
+            i = close + 1
+        elif tok == "..." or tok.isidentifier():
+            items.append(... if tok == "..." else tok)
+            i += 1
+        else:
+            raise ValueError(
+                f"{op}: {pattern!r} has {tok!r}, which is not a word; {_GROUP_FIX} (sizes go in keyword arguments)."
+            )
+    if items.count(...) > 1:
+        raise ValueError(f"{op}: {pattern!r} has '...' twice on one side; it may stand once for the unlisted dims.")
+    return tuple(items)
+
+
+def _words(items: Tuple, pattern: str, op: str) -> Tuple[str, ...]:
+    words = tuple(w for it in items if it is not ... for w in ((it,) if isinstance(it, str) else it[1]))
+    for w in words:
+        if words.count(w) > 1:
+            raise ValueError(f"{op}: the word {w!r} appears twice on one side of {pattern!r}; each word is one dim.")
+    return words
+
+
+@_cache
+def rearrange_plan(pattern: str, names: Names, shape: Tuple[int, ...], sizes: Tuple[Tuple[str, int], ...],
+                   op: str = "rearrange") -> RearrangePlan:
+    """The plan of ``nt.rearrange``, ``nt.reduce`` or ``nt.repeat`` (``op``) for ``pattern`` (einops'
+    syntax, words being dim names) on a tensor of ``names`` and ``shape``, ``sizes`` being the
+    keyword sizes as sorted ``(word, size)`` pairs.
+
+    The left side's items name the input's dims in order, as ``refine_names`` does (an unnamed dim
+    takes the word, a named one must carry it); ``...`` stands for the dims not listed, which keep
+    their names.  A group ``(a b)`` on the left splits a dim (``name=(a b)`` also checks the dim's
+    name), on the right merges dims into one, named only when written ``name=(a b)`` (a group of one
+    word keeps that word).  ``rearrange`` keeps every word, ``reduce`` reduces the words missing on
+    the right, ``repeat`` adds new words on the right (each needs its size).
+    """
+    shown = f"{pattern!r} on a tensor with names {fmt(names)} and shape {shape}"
+    if pattern.count("->") != 1:
+        raise ValueError(f"{op}: the pattern {pattern!r} needs one '->' between the input's dims and the output's.")
+    left_side, right_side = pattern.split("->")
+    left, right = _parse_side(left_side, pattern, op), _parse_side(right_side, pattern, op)
+    left_words, right_words = _words(left, pattern, op), _words(right, pattern, op)
+    if (... in left) != (... in right):
+        raise ValueError(f"{op}: {pattern!r} has '...' on one side only; write it on both sides or on neither.")
+    listed = len(left) - (... in left)
+    if listed > len(names) or (... not in left and listed != len(names)):
+        raise NamesError(
+            f"{op}: the pattern's left side gives {listed} dims but the tensor has {len(names)}: {shown}. "
+            "Give one word or group per dim, or '...' for the dims not listed."
+        )
+    at = left.index(...) if ... in left else listed
+    rest = len(names) - listed
+    ell = tuple(range(at, at + rest))
+    ell_names = tuple(names[a] for a in ell)
+    for w in left_words + right_words:
+        if w in ell_names:
+            raise NamesError(
+                f"{op}: {w!r} is a word of the pattern and the name of dim {ell[ell_names.index(w)]}, which '...' "
+                f"covers: {shown}. Name that dim in the pattern, or use another word."
+            )
+    given = dict(sizes)
+    for w in given:
+        if w not in left_words and w not in right_words:
+            raise ValueError(f"{op}: the size {w}={given[w]} is for no word of {shown}; give sizes of words only.")
+    elem: list = []  # (id, name, size) in the input's order: a word, or the int position of a dim under '...'
+    axis_items = [it for it in left if it is not ...]
+    for a, item in zip(tuple(range(at)) + tuple(range(at + rest, len(names))), axis_items):
+        current = names[a]
+        if isinstance(item, str):
+            if current is not None and current != item:
+                raise NamesError(
+                    f"{op}: the pattern names dim {a} {item!r} but the tensor's dim {a} is named {current!r}: "
+                    f"{shown}. Words name the dims in order, as refine_names does; use the dim's name, or rename it."
+                )
+            if item in given and given[item] != shape[a]:
+                raise ValueError(f"{op}: {item}={given[item]} but dim {a} has size {shape[a]}: {shown}.")
+            elem.append((item, item, shape[a]))
+            continue
+        label, words = item
+        if label is not None and current is not None and current != label:
+            raise NamesError(
+                f"{op}: the pattern names dim {a} {label!r} (as {label}=(...)) but the tensor's dim {a} is named "
+                f"{current!r}: {shown}. Use the dim's name, or leave the group unnamed."
+            )
+        unknown = [w for w in words if w not in given]
+        known = 1
+        for w in words:
+            known *= given.get(w, 1)
+        if len(unknown) > 1:
+            raise ValueError(
+                f"{op}: the sizes of {', '.join(unknown)} in the group ({' '.join(words)}) are unknown: {shown}. "
+                f"Give all but one as keyword arguments, e.g. {unknown[0]}=..."
+            )
+        inferred = shape[a] // known if known and shape[a] % known == 0 else None
+        if (unknown and inferred is None) or (not unknown and known != shape[a]):
+            raise ValueError(
+                f"{op}: the group ({' '.join(words)}) with sizes {dict((w, given[w]) for w in words if w in given)} "
+                f"cannot split dim {a} of size {shape[a]}: {shown}."
+            )
+        elem.extend((w, w, given.get(w, inferred)) for w in words)
+    elem[at:at] = [(k, ell_names[k], shape[a]) for k, a in enumerate(ell)]
+    ids = [e[0] for e in elem]
+    right_ids = []
+    for item in right:
+        right_ids.extend(range(rest) if item is ... else (item,) if isinstance(item, str) else item[1])
+    dropped = [w for w in left_words if w not in right_words]
+    new = [w for w in right_words if w not in left_words]
+    if dropped and op != "reduce":
+        raise ValueError(f"{op}: {', '.join(dropped)} on the left is missing on the right of {shown}; {op} keeps "
+                         "every dim (to reduce dims use nt.reduce).")
+    if new and op != "repeat":
+        raise ValueError(f"{op}: {', '.join(new)} on the right is not on the left of {shown}; to add dims use "
+                         "nt.repeat with their sizes.")
+    for w in new:
+        if w not in given:
+            raise ValueError(f"{op}: the new dim {w!r} needs its size: {op}(t, {pattern!r}, {w}=...); {shown}.")
+    reduce_axes = tuple(ids.index(w) for w in dropped)
+    kept = [i for i in ids if i not in dropped]
+    size = {e[0]: e[2] for e in elem}
+    size.update((w, given[w]) for w in new)
+    label_of = {e[0]: e[1] for e in elem}
+    label_of.update((w, w) for w in new)
+    right_kept = [i for i in right_ids if i in kept]
+    out_shape: list = []
+    out_names: list = []
+    for item in right:
+        if item is ...:
+            out_shape.extend(size[k] for k in range(rest))
+            out_names.extend(ell_names)
+            continue
+        label, words = (item, (item,)) if isinstance(item, str) else item
+        merged = 1
+        for w in words:
+            merged *= size[w]
+        out_shape.append(merged)
+        out_names.append(label if label is not None or len(words) > 1 else words[0])
+    try:
+        out = validate(out_names, len(out_names), op)
+    except NamesError:
+        raise NamesError(
+            f"{op}: the result's names {fmt(tuple(out_names))} would repeat a name: {shown}. Name the group "
+            "differently."
+        ) from None
+    return RearrangePlan(
+        split_shape=tuple(e[2] for e in elem),
+        split_names=validate(tuple(e[1] for e in elem), len(elem), op),
+        reduce_axes=reduce_axes,
+        perm=tuple(kept.index(i) for i in right_kept),
+        expand_shape=tuple(1 if i in new else size[i] for i in right_ids),
+        expand_names=validate(tuple(label_of[i] for i in right_ids), len(right_ids), op),
+        full_shape=tuple(size[i] for i in right_ids),
+        out_shape=tuple(out_shape),
+        out_names=out,
+    )
 
 
 # --------------------------------------------------------------------------- indexing
@@ -1394,6 +1613,68 @@ def embedding(indices: Names, w: Names, dim: Hashable, op: str = "embedding") ->
         )
     out = indices + (embed,)
     return wax, validate(out, len(out), op)
+
+
+def _spatial_plan(x: Names, n: int, dim: Hashable, spatial: Hashable, op: str) -> Tuple[Tuple[int, ...], int, int]:
+    """``(perm, ch, nb)`` for an ``n``-d sliding-window op: ``perm`` lists x's batch axes, then the
+    channel axis ``ch`` (-1: none), then the spatial axes; ``nb`` counts the batch axes.  Without
+    ``spatial`` the spatial dims are x's last ``n`` other than the channel dim."""
+    ch = -1 if dim is None else axis(x, dim, op)
+    if spatial is None:
+        sp = tuple(i for i in range(len(x)) if i != ch)[-n:]
+    else:
+        sp = axes(x, spatial, op)
+    if len(sp) != n:
+        raise NamesError(f"{op}: needs {n} spatial dim(s), got {spatial!r} for the input {fmt(x)}; "
+                         f"pass spatial= with {n} dim name(s).")
+    if ch in sp:
+        raise NamesError(f"{op}: {_dim_label(x, ch)} of the input {fmt(x)} cannot be both the channel dim and a "
+                         "spatial dim; pass different dims as dim= and spatial=.")
+    batch = tuple(i for i in range(len(x)) if i != ch and i not in sp)
+    return batch + ((ch,) if ch >= 0 else ()) + sp, ch, len(batch)
+
+
+@_cache
+def conv(x: Names, w: Names, bias: Optional[Names], n: int, dim: Hashable, spatial: Hashable, out_dim: Name,
+         op: str = "conv") -> Tuple[Tuple[int, ...], int, Names]:
+    """``conv(x, w, bias, dim=, spatial=, out_dim=)``: ``(perm, nb, names)``, x's batch axes then its
+    channel axis then its spatial axes (``nb`` batch axes), and the output names.
+
+    ``dim`` is the channel dim (default: the dim before the last ``n``), ``spatial`` the ``n`` spatial
+    dims in the kernel's order (default: the last ``n``).  The weight is ``(out, in, *kernel)``: ``in``
+    must be the channel dim's name and each kernel dim its spatial dim's, where both are named.  The
+    output has x's names, the channel dim renamed to ``out_dim`` if given; the bias is ``(out,)``,
+    ``(out_dim,)`` or unnamed.
+    """
+    if dim is None:
+        dim = len(x) - n - 1
+        if dim < 0:
+            raise NamesError(f"{op}: the input {fmt(x)} needs a channel dim and {n} spatial dim(s).")
+    perm, ch, nb = _spatial_plan(x, n, dim, spatial, op)
+    for wn, ax in zip(w[1:], perm[nb:]):
+        if wn is not None and x[ax] is not None and wn != x[ax]:
+            raise NamesError(
+                f"{op}: the weight {fmt(w)} is (out, in, *kernel), but its {wn!r} meets the input's "
+                f"{_dim_label(x, ax)} (input {fmt(x)}, channel dim then spatial dims {tuple(x[a] for a in perm[nb:])}); "
+                "rename the weight's dims to the input's, or pass dim= and spatial= naming them."
+            )
+    out_name = x[ch] if out_dim is None else out_dim
+    _check_name(out_name, op)
+    if out_name is not None and out_name in x[:ch] + x[ch + 1:]:
+        raise NamesError(f"{op}: the output channel dim would be named {out_name!r}, which is already another dim "
+                         f"of the input {fmt(x)}; pass out_dim= a new name.")
+    if bias is not None and bias[0] is not None and bias[0] not in (w[0], out_name):
+        raise NamesError(f"{op}: the bias {fmt(bias)} must be named like the weight's output dim {w[0]!r} or the "
+                         f"output channel dim {out_name!r} (input {fmt(x)}); rename the bias.")
+    out = x[:ch] + (out_name,) + x[ch + 1:]
+    return perm, nb, validate(out, len(out), op)
+
+
+@_cache
+def pool(x: Names, n: int, spatial: Hashable, op: str = "pool") -> Tuple[int, ...]:
+    """The permutation putting x's other dims first, then its ``n`` spatial dims (default: the last
+    ``n``) in the window's order; a pooling op's output keeps x's names."""
+    return _spatial_plan(x, n, None, spatial, op)[0]
 
 
 @_cache

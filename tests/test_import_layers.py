@@ -25,7 +25,7 @@ LAYERS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
     (0, ("_names", "_dtypes", "_tensor_methods", "_atomic_file")),
     (1, ("backends", "backends.*")),
     (2, ("autograd.mode", "tensor", "autograd.graph")),
-    (3, ("ops", "ops.*", "_internal")),
+    (3, ("ops", "ops.*", "_internal", "conversion")),
     (4, ("autograd.engine", "autograd")),
     (5, ("nn", "nn.*", "optim", "optim.*")),
     (6, ("data", "distributed", "distributed.*", "serialization", "interop", "display", "numpy_protocols",

@@ -21,10 +21,12 @@ def rand(shape, names=None, requires_grad=False, seed=0):
 # ----------------------------------------------------------------------------- reshape
 
 
-def test_reshape_named_needs_names():
+def test_reshape_named_infers_or_takes_names():
     t, a = rand((2, 3), ("x", "y"))
-    with pytest.raises(nt.NamesError, match="a reshape cannot infer names, so give names="):
-        t.reshape(6)
+    merged = t.reshape(6)
+    assert merged.names == (None,)  # both dims merged: no name can be kept
+    assert_close(merged, a.reshape(6))
+    assert t.reshape(2, 3, 1).names == ("x", "y", None)
     out = t.reshape(3, 2, names=("p", None))
     assert out.names == ("p", None)
     assert_close(out, a.reshape(3, 2))

@@ -14,6 +14,7 @@ runs).  docs/design.md, "Backends and devices", has the whole picture.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 from .. import _dtypes
@@ -166,6 +167,88 @@ class Backend:
                 inner = inner - self.mean(u, axis=1, keepdims=True)
             gx = self.reshape(inner * rstd, shape)
         return gx, gw, gb
+
+    def conv(self, x, w, stride, padding, dilation, groups: int):
+        """The N-d convolution (cross-correlation) of ``x`` ``(N, C, *S)`` with ``w`` ``(O, C // groups,
+        *kernel)``: im2col (one strided slice per kernel offset) and one batched matrix product per group.
+        ``padding`` is one ``(before, after)`` pair per spatial axis, zeros; ``stride``, ``dilation``: ints
+        per axis.  Returns ``(N, O, *out)`` (:func:`conv_out_shape`)."""
+        n, c, co, kernel = x.shape[0], x.shape[1], w.shape[0], tuple(w.shape[2:])
+        cols = self._windows(x, kernel, stride, padding, dilation, 0)
+        out = tuple(cols.shape[3:])
+        cols = self.reshape(cols, (n, groups, c // groups * math.prod(kernel), math.prod(out)))
+        y = self.matmul(self.reshape(w, (groups, co // groups, -1)), cols)
+        return self.reshape(y, (n, co) + out)
+
+    def conv_input_grad(self, g, w, shape, stride, padding, dilation, groups: int):
+        """The adjoint of :meth:`conv` in ``x`` (of ``shape``) for the output gradient ``g``: the weight's
+        transpose times ``g`` (a matrix product per group), added back into place (col2im)."""
+        n, c, co, kernel, out = shape[0], shape[1], w.shape[0], tuple(w.shape[2:]), tuple(g.shape[2:])
+        wm = self.permute_dims(self.reshape(w, (groups, co // groups, -1)), (0, 2, 1))
+        cols = self.matmul(wm, self.reshape(g, (n, groups, co // groups, math.prod(out))))
+        cols = self.reshape(cols, (n, c, math.prod(kernel)) + out)
+        return self._unwindow(cols, tuple(shape), kernel, stride, padding, dilation)
+
+    def conv_weight_grad(self, x, g, wshape, stride, padding, dilation, groups: int):
+        """The adjoint of :meth:`conv` in ``w`` (of ``wshape``): ``g`` times the input's windows, per
+        group, summed over the batch."""
+        n, c, co, kernel = x.shape[0], x.shape[1], wshape[0], tuple(wshape[2:])
+        cols = self._windows(x, kernel, stride, padding, dilation, 0)
+        cols = self.reshape(cols, (n, groups, c // groups * math.prod(kernel), -1))
+        gm = self.reshape(g, (n, groups, co // groups, cols.shape[3]))
+        gw = self.sum(self.matmul(gm, self.permute_dims(cols, (0, 1, 3, 2))), axis=0)
+        return self.reshape(gw, tuple(wshape))
+
+    def pool(self, x, kernel, stride, padding, dilation, mode: str, at=None):
+        """Max (``mode`` "max") or average ("avg", padding counted) pooling of ``x`` ``(N, C, *S)``
+        over windows of ``kernel``; max pads with -inf, avg with zeros.  Returns ``(y, k)``: ``y`` of
+        shape ``(N, C, *out)``, ``k`` the offset of each maximum within its window (None for avg).
+        Given ``at`` (offsets), max takes the values there instead of the maxima."""
+        if mode == "avg":
+            cols = self._windows(x, kernel, stride, padding, dilation, 0)
+            return self.mean(cols, axis=2), None
+        cols = self._windows(x, kernel, stride, padding, dilation, -math.inf)
+        k = self.argmax(cols, axis=2) if at is None else at
+        return self.squeeze(self.take_along_axis(cols, self.expand_dims(k, axis=2), axis=2), axis=2), k
+
+    def pool_backward(self, g, k, shape, kernel, stride, padding, dilation, mode: str):
+        """The adjoint of :meth:`pool` for the output gradient ``g``: each window's share (all of it to
+        its maximum ``k``, or an equal part of it) added back into an array of ``shape``."""
+        size = math.prod(kernel)
+        g = self.expand_dims(g, axis=2)
+        if mode == "avg":
+            cols = self.broadcast_to(g / size, tuple(g.shape[:2]) + (size,) + tuple(g.shape[3:]))
+        else:
+            at = self.reshape(self.arange(size, dtype=k.dtype), (1, 1, size) + (1,) * (g.ndim - 3))
+            cols = self.where(self.equal(at, self.expand_dims(k, axis=2)), g, self.zeros((), dtype=g.dtype))
+        return self._unwindow(cols, tuple(shape), kernel, stride, padding, dilation)
+
+    def _window_keys(self, kernel, stride, dilation, out):
+        """One key per kernel offset (row-major): the strided slice of the padded input it meets."""
+        lead = (slice(None), slice(None))
+        for offsets in itertools.product(*(range(k) for k in kernel)):
+            yield lead + tuple(slice(o * d, o * d + s * (m - 1) + 1, s)
+                               for o, d, s, m in zip(offsets, dilation, stride, out))
+
+    def _windows(self, x, kernel, stride, padding, dilation, value):
+        """``x`` ``(N, C, *S)`` padded with ``value`` as its sliding windows, ``(N, C, K, *out)`` with ``K``
+        the kernel's offsets (im2col)."""
+        if any(lo or hi for lo, hi in padding):
+            x = self.pad(x, ((0, 0), (0, 0)) + tuple(padding), value)
+        out = conv_out_shape(tuple(x.shape[2:]), kernel, stride, ((0, 0),) * len(kernel), dilation)
+        return self.stack([self.getitem(x, key) for key in self._window_keys(kernel, stride, dilation, out)], axis=2)
+
+    def _unwindow(self, cols, shape, kernel, stride, padding, dilation):
+        """The adjoint of :meth:`_windows`: ``cols`` ``(N, C, K, *out)`` added into zeros of ``shape``
+        (col2im), where the windows overlap too."""
+        padded = shape[:2] + tuple(s + lo + hi for s, (lo, hi) in zip(shape[2:], padding))
+        acc = self.zeros(padded, dtype=cols.dtype)
+        for i, key in enumerate(self._window_keys(kernel, stride, dilation, tuple(cols.shape[3:]))):
+            self.setitem(acc, key, self.getitem(acc, key) + self.getitem(cols, (slice(None), slice(None), i)))
+        if not any(lo or hi for lo, hi in padding):
+            return acc
+        return self.getitem(acc, (slice(None), slice(None)) + tuple(slice(lo, lo + s) for s, (lo, _) in
+                                                                    zip(shape[2:], padding)))
 
     # The hooks below are the fused kernels' entry points (the CuPy backend runs CUDA kernels;
     # kernel_reference.py has their algorithms in NumPy).  These defaults are the plain computations
@@ -518,6 +601,12 @@ class Backend:
         """A random permutation of ``0 .. n-1`` in an ``nt`` dtype: the order that sorts ``n`` uniform
         samples (ties among float64 samples are too rare to bias it)."""
         return self.astype(self.argsort(self.rand((n,), _dtypes.float64)), self.native(dtype))
+
+
+def conv_out_shape(size, kernel, stride, padding, dilation) -> tuple:
+    """The spatial output shape of a sliding window of ``kernel`` over ``size`` (PyTorch's formula)."""
+    return tuple((s + lo + hi - d * (k - 1) - 1) // st + 1
+                 for s, k, st, (lo, hi), d in zip(size, kernel, stride, padding, dilation))
 
 
 def _horner(x, coefficients):

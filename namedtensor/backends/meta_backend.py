@@ -22,7 +22,7 @@ from typing import Tuple
 
 import numpy as np
 
-from .base import STANDARD, Backend
+from .base import STANDARD, Backend, conv_out_shape
 from .. import _dtypes
 
 
@@ -531,6 +531,24 @@ class MetaBackend(Backend):
         shape = list(shapes.pop())
         shape.insert(_axis(axis, len(shape) + 1, "stack"), len(arrays))
         return MetaArray(shape, np.result_type(*map(_stand_in, arrays)))
+
+    # sliding windows -------------------------------------------------------------------
+    def conv(self, x, w, stride, padding, dilation, groups):
+        out = conv_out_shape(_shape(x)[2:], _shape(w)[2:], stride, padding, dilation)
+        return MetaArray((_shape(x)[0], _shape(w)[0]) + out, x.dtype)
+
+    def conv_input_grad(self, g, w, shape, stride, padding, dilation, groups):
+        return MetaArray(shape, g.dtype)
+
+    def conv_weight_grad(self, x, g, wshape, stride, padding, dilation, groups):
+        return MetaArray(wshape, x.dtype)
+
+    def pool(self, x, kernel, stride, padding, dilation, mode, at=None):
+        shape = _shape(x)[:2] + conv_out_shape(_shape(x)[2:], kernel, stride, padding, dilation)
+        return MetaArray(shape, x.dtype), (None if mode == "avg" else MetaArray(shape, np.int64))
+
+    def pool_backward(self, g, k, shape, kernel, stride, padding, dilation, mode):
+        return MetaArray(shape, g.dtype)
 
     # indexing --------------------------------------------------------------------------
     def getitem(self, x, key):

@@ -17,7 +17,8 @@ containers in :mod:`.containers`, initialisers in :mod:`.init`, the layers in
 from . import functional as functional
 from . import init as init
 from .containers import ModuleDict, ModuleList, Sequential
-from .layers import (GELU, MLP, Dropout, Embedding, Identity, LayerNorm, Linear, LogSoftmax, MultiheadAttention, ReLU,
+from .layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d,
+                     Conv1d, Conv2d, Conv3d, GELU, MLP, Dropout, Embedding, Identity, LayerNorm, Linear, LogSoftmax, MultiheadAttention, ReLU,
                      RMSNorm, Sigmoid, SiLU, Softmax, Tanh, TransformerBlock)
 from .module import IncompatibleKeys, Module, StateDictError
 from .parameter import Parameter
@@ -26,7 +27,8 @@ __all__ = [
     "functional", "init",
     "Module", "Parameter", "StateDictError", "IncompatibleKeys",
     "Sequential", "ModuleList", "ModuleDict",
-    "Linear", "Identity", "Embedding", "LayerNorm", "RMSNorm", "Dropout",
+    "Linear", "Identity", "Conv1d", "Conv2d", "Conv3d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "Embedding", "LayerNorm", "RMSNorm", "Dropout",
     "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
     "MultiheadAttention", "MLP", "TransformerBlock",
 ]

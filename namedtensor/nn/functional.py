@@ -22,6 +22,9 @@ from typing import Any, Hashable
 
 from ..ops import reductions
 from ..ops.attention import causal_mask, scaled_dot_product_attention
+from ..ops.conv import conv, conv1d, conv2d, conv3d
+from ..ops.pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d,
+                             avg_pool2d, avg_pool3d, max_pool1d, max_pool2d, max_pool3d)
 from ..ops.dense import dropout, embedding, linear
 from .._internal import flag
 from ..ops import elementwise
@@ -42,9 +45,22 @@ from ..ops.normalization import layer_norm, rms_norm
 from ..tensor import Tensor
 
 __all__ = [
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
+    "avg_pool1d",
+    "avg_pool2d",
+    "avg_pool3d",
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool3d",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "causal_mask",
+    "conv",
+    "conv1d",
+    "conv2d",
+    "conv3d",
     "cross_entropy",
     "dropout",
     "embedding",

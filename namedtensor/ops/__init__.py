@@ -20,6 +20,7 @@ module             ops
 ``shape``          ``reshape flatten unflatten squeeze unsqueeze expand broadcast_to``
 ``joining``        ``cat stack split chunk unbind pad``
 ``movement``       ``flip roll repeat tile tril triu``
+``rearrange``      ``rearrange reduce repeat`` (einops' patterns by name; functions only)
 ``indexing``       ``t[...]``, ``isel select narrow index_select gather masked_fill``
                    ``masked_select diagonal``
 ``linalg``         ``matmul dot einsum outer``
@@ -27,12 +28,15 @@ module             ops
 ``dtype``          ``to float double half long int bool clone``
 ``inplace``        ``add_ sub_ mul_ div_ masked_fill_ zero_ fill_ copy_``, ``t[...] = v``
 ``dense``          ``linear embedding dropout`` (fused; functions only)
+``conv``           ``conv conv1d conv2d conv3d`` (fused; functions only)
+``pooling``        ``max_pool* avg_pool* adaptive_avg_pool*`` (1d/2d/3d; functions only)
 ``normalization``  ``layer_norm rms_norm`` (fused; functions only)
 ``losses``         ``cross_entropy nll_loss mse_loss`` (fused; functions only)
 ``attention``      ``scaled_dot_product_attention causal_mask`` (functions only)
 =================  ===========================================================
 
-The fused families have no methods; :mod:`namedtensor.nn.functional` re-exports them.  Private
+The fused families have no methods; :mod:`namedtensor.nn.functional` re-exports them.  ``rearrange``'s
+ops are top-level functions only (``nt.rearrange``; ``t.repeat`` is PyTorch's).  Private
 helpers: ``_common`` (operands and broadcast gradients), ``_fused`` (what the fused ops share),
 ``_elision`` (reusing a temporary operand's buffer in large elementwise ops).
 """

@@ -3,7 +3,8 @@
 
 Name rules (in :mod:`namedtensor._names`):
 
-* ``reshape``/``view`` of a named tensor need ``names=`` (names cannot be inferred);
+* ``reshape``/``view``: dims of the longest common prefix and suffix of equal sizes keep their names, split
+  or merged dims come out unnamed, ``names=`` names the result instead (``_names.reshape``);
 * ``flatten(dims, out_name)``: the consecutive ``dims`` become one dim named ``out_name``;
   leaving out ``out_name`` is allowed only when no name would be lost (``_names.flatten``);
 * ``unflatten(dim, ((name, size), ...))``: ``dim`` is replaced by the new dims (``_names.unflatten``);
@@ -22,6 +23,7 @@ from typing import Any, Optional, Sequence, Union
 
 from .. import _names
 from ..autograd.graph import Op, apply, share_view
+from ..conversion import note_dropped
 from ..tensor import Tensor
 from ._common import int_sizes, sum_to, tensor_arg, with_names
 
@@ -68,14 +70,17 @@ class _Broadcast(Op):
 
 
 def reshape(t: Tensor, *shape, names: Optional[Sequence] = None) -> Tensor:
-    """Reshape (one size may be -1).  A named tensor needs ``names=`` for the result (names cannot be
-    inferred through an arbitrary reshape); flatten/unflatten keep names without asking."""
+    """Reshape (one size may be -1).  The dims of the longest common prefix and suffix of equal sizes keep
+    their names, the dims split or merged between them come out unnamed (``_names.reshape``); ``names=``
+    names the result instead.  flatten/unflatten name the merged or split dims."""
     shape = int_sizes(shape, "reshape")
-    out_names = _names.reshape(t._names, names, len(shape), "reshape")
     total = t.numel()
     resolved = _infer_size(shape, total, "reshape")
     if resolved is None:
         raise ValueError(f"reshape: cannot reshape {t.shape} ({total} elements) to {shape}.")
+    out_names, dropped = _names.reshape(t._names, names, t.shape, resolved, "reshape")
+    if dropped:
+        note_dropped("reshape", dropped)
     return _reshape(t, resolved, out_names)
 
 

@@ -1,0 +1,230 @@
+"""Convolutions: ``conv1d``, ``conv2d``, ``conv3d`` (one N-d op, :func:`conv`), each one fused op.
+
+Name rule (:func:`~namedtensor._names.conv`): ``conv(x, weight, bias, dim=, spatial=, out_dim=)``.
+Without ``dim``/``spatial`` it is PyTorch's call by position, ``(N, C, *S)`` or ``(C, *S)``.  With them
+the channel dim (``dim``) and the spatial dims (``spatial``, in the kernel's order) are found by name
+wherever they are and every other dim is a batch dim.  The weight is ``(out, in, *kernel)``, its names
+(where given) equal to the channel and spatial dims'.  The output has the input's names and layout:
+the channel dim keeps its name (or takes ``out_dim=``) and its size becomes ``out``, the spatial dims
+keep theirs with their new sizes.  The bias is ``(out,)``.
+
+The forward is the backend's ``conv`` hook (im2col by strided slices, one batched matrix product);
+the gradients are its two adjoints (``conv_input_grad``: col2im, ``conv_weight_grad``), each an op here.
+The three ops are bilinear and each other's gradients, so gradients of any order run on them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Hashable, Optional, Sequence, Tuple, Union
+
+from .. import _names
+from ..autograd.graph import Op, apply
+from ..backends.base import conv_out_shape
+from ..tensor import Tensor
+from ._common import tensor_arg, with_names
+from ._fused import require_floating, same_dtype
+
+Ints = Union[int, Sequence[int]]
+
+_GEOMETRY = ("perm", "nb", "stride", "padding", "dilation", "groups")
+
+
+def _canonical(B, a, perm, nb):
+    """``a`` with its dims in ``perm``'s order and its ``nb`` batch dims merged: ``(N, C, *S)``; and the
+    batch shape."""
+    a = B.permute_dims(a, perm)
+    batch = tuple(a.shape[:nb])
+    return B.reshape(a, (math.prod(batch),) + tuple(a.shape[nb:])), batch
+
+
+def _restore(B, y, perm, batch):
+    """The inverse of :func:`_canonical` for a result ``(N, C', *S')``."""
+    y = B.reshape(y, batch + tuple(y.shape[1:]))
+    return B.permute_dims(y, tuple(sorted(range(len(perm)), key=perm.__getitem__)))
+
+
+def _geometry(params: dict) -> dict:
+    return {k: params[k] for k in _GEOMETRY}
+
+
+class _Conv(Op):
+    """The convolution of x (dims in ``perm``'s order: ``nb`` batch dims, channels, spatial) with the weight."""
+
+    name = "conv"
+    saves = (0, 1)
+
+    @staticmethod
+    def forward(B, x, w, b=None, *, perm, nb, stride, padding, dilation, groups):
+        xc, batch = _canonical(B, x, perm, nb)
+        y = B.conv(xc, w, stride, padding, dilation, groups)
+        if b is not None:
+            y = y + B.reshape(b, (1, -1) + (1,) * len(stride))
+        return _restore(B, y, perm, batch)
+
+    @staticmethod
+    def backward(node, g):
+        x, w = node.saved_tensors()
+        geo = _geometry(node.params)
+        gx = gw = gb = None
+        if node.edges[0] is not None:
+            gx = apply(_ConvInputGrad, (g, w), node.in_names[0], shape=tuple(node.in_shapes[0]), **geo)
+        if node.edges[1] is not None:
+            gw = apply(_ConvWeightGrad, (x, g), node.in_names[1], wshape=tuple(node.in_shapes[1]), **geo)
+        if len(node.edges) == 2:
+            return gx, gw
+        if node.edges[2] is not None:
+            ch = geo["perm"][geo["nb"]]
+            gb = with_names(g.sum(tuple(i for i in range(g.ndim) if i != ch)), node.in_names[2])
+        return gx, gw, gb
+
+
+class _ConvInputGrad(Op):
+    """The convolution's gradient in x (of ``shape``) for the output gradient g: col2im."""
+
+    name = "conv_input_grad"
+    saves = (0, 1)
+
+    @staticmethod
+    def forward(B, g, w, *, shape, perm, nb, stride, padding, dilation, groups):
+        gc, batch = _canonical(B, g, perm, nb)
+        xshape = (gc.shape[0],) + tuple(shape[a] for a in perm[nb:])
+        return _restore(B, B.conv_input_grad(gc, w, xshape, stride, padding, dilation, groups), perm, batch)
+
+    @staticmethod
+    def backward(node, h):
+        g, w = node.saved_tensors()
+        geo = _geometry(node.params)
+        gg = apply(_Conv, (h, w), node.in_names[0], **geo) if node.edges[0] is not None else None
+        gw = None
+        if node.edges[1] is not None:
+            gw = apply(_ConvWeightGrad, (h, g), node.in_names[1], wshape=tuple(node.in_shapes[1]), **geo)
+        return gg, gw
+
+
+class _ConvWeightGrad(Op):
+    """The convolution's gradient in the weight (of ``wshape``) from x and the output gradient g."""
+
+    name = "conv_weight_grad"
+    saves = (0, 1)
+
+    @staticmethod
+    def forward(B, x, g, *, wshape, perm, nb, stride, padding, dilation, groups):
+        xc, _ = _canonical(B, x, perm, nb)
+        gc, _ = _canonical(B, g, perm, nb)
+        return B.conv_weight_grad(xc, gc, wshape, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(node, h):
+        x, g = node.saved_tensors()
+        geo = _geometry(node.params)
+        gx = None
+        if node.edges[0] is not None:
+            gx = apply(_ConvInputGrad, (g, h), node.in_names[0], shape=tuple(node.in_shapes[0]), **geo)
+        gg = apply(_Conv, (x, h), node.in_names[1], **geo) if node.edges[1] is not None else None
+        return gx, gg
+
+
+def ints(value: Ints, n: int, op: str, what: str, low: int) -> Tuple[int, ...]:
+    """``value`` (an int, or ``n`` of them) as ``n`` ints, each at least ``low``."""
+    values = tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
+    if len(values) != n or any(isinstance(v, bool) or not isinstance(v, int) or v < low for v in values):
+        raise ValueError(f"{op}: {what} must be an int >= {low} or {n} of them, got {value!r}.")
+    return values
+
+
+def padding_pairs(padding: Union[str, Ints], n: int, kernel: Tuple[int, ...], stride: Tuple[int, ...],
+                  dilation: Tuple[int, ...], op: str) -> Tuple[Tuple[int, int], ...]:
+    """``(before, after)`` per spatial dim: ``"valid"`` none, ``"same"`` what keeps the size (the odd
+    one after, as PyTorch), ints on both sides."""
+    if padding == "valid":
+        return ((0, 0),) * n
+    if padding == "same":
+        if any(s != 1 for s in stride):
+            raise ValueError(f"{op}: padding='same' is not supported for strided convolutions (stride {stride}).")
+        totals = [d * (k - 1) for d, k in zip(dilation, kernel)]
+        return tuple((t // 2, t - t // 2) for t in totals)
+    if isinstance(padding, str):
+        raise ValueError(f"{op}: padding must be 'valid', 'same', an int or {n} ints, got {padding!r}.")
+    return tuple((p, p) for p in ints(padding, n, op, "padding", 0))
+
+
+def conv(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Ints = 1,
+         padding: Union[str, Ints] = 0, dilation: Ints = 1, groups: int = 1, *, dim: Hashable = None,
+         spatial: Optional[Sequence[Hashable]] = None, out_dim: Optional[str] = None, _op: str = "conv") -> Tensor:
+    """The N-d convolution (cross-correlation, as PyTorch) of ``input`` with ``weight``; N is
+    ``weight.ndim - 2``.
+
+    ``weight`` is ``(out, in // groups, *kernel)``, ``bias`` ``(out,)``.  PyTorch's call acts on
+    ``(batch, in, *spatial)`` or ``(in, *spatial)``.  Named: ``dim`` is the channel dim and ``spatial``
+    the N spatial dims in the kernel's order (names or ints; default: the last N other than ``dim``),
+    wherever they are; every other dim is a batch dim.  The output keeps the input's names and layout,
+    the channel dim renamed to ``out_dim`` if given::
+
+        conv(x, w, padding="same", dim="chan", spatial=("h", "w"))   # x (h, w, batch, chan)
+
+    ``stride``, ``dilation``: an int or one per spatial dim; ``padding``: an int, one per spatial dim,
+    ``"valid"`` (none) or ``"same"`` (stride 1 only); zeros.
+    """
+    op = _op
+    tensor_arg(input, op, "the input")
+    tensor_arg(weight, op, "the weight")
+    if bias is not None:
+        tensor_arg(bias, op, "the bias")
+    n = weight.ndim - 2
+    if n < 1:
+        raise ValueError(f"{op}: the weight must be (out, in // groups, *kernel), got shape {weight.shape}.")
+    if input.ndim < n + 1:
+        raise ValueError(f"{op}: the input must have a channel dim and {n} spatial dim(s), got names "
+                         f"{_names.fmt(input.names)} and shape {input.shape}.")
+    if isinstance(spatial, (str, int)):
+        spatial = (spatial,)
+    perm, nb, names = _names.conv(input._names, weight._names, None if bias is None else bias._names, n, dim,
+                                  None if spatial is None else tuple(spatial), out_dim, op)
+    require_floating(input, op, "the input")
+    same_dtype(input, weight, op, "the weight")
+    same_dtype(input, bias, op, "the bias")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}.")
+    stride = ints(stride, n, op, "stride", 1)
+    dilation = ints(dilation, n, op, "dilation", 1)
+    kernel = tuple(weight.shape[2:])
+    pads = padding_pairs(padding, n, kernel, stride, dilation, op)
+    ch, out_ch = input.shape[perm[nb]], weight.shape[0]
+    if ch != weight.shape[1] * groups or out_ch % groups:
+        raise ValueError(
+            f"{op}: the input's {_names._dim_label(input._names, perm[nb])} has {ch} channels, but the weight of "
+            f"shape {weight.shape} with groups={groups} expects {weight.shape[1] * groups} (and out channels "
+            f"divisible by groups); input names {_names.fmt(input.names)}, shape {input.shape}."
+        )
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != out_ch):
+        raise ValueError(f"{op}: the bias must be 1-D of size {out_ch} (out channels), got shape {bias.shape}.")
+    size = tuple(input.shape[a] for a in perm[nb + 1:])
+    if any(o < 1 for o in conv_out_shape(size, kernel, stride, pads, dilation)):
+        raise ValueError(f"{op}: the kernel {kernel} (dilation {dilation}) is larger than the padded input "
+                         f"{tuple(s + lo + hi for s, (lo, hi) in zip(size, pads))} of the spatial dims.")
+    inputs = (input, weight) if bias is None else (input, weight, bias)
+    return apply(_Conv, inputs, names, perm=perm, nb=nb, stride=stride, padding=pads, dilation=dilation,
+                 groups=groups)
+
+
+def _fixed(n: int):
+    """``conv`` for weights of ``n`` spatial dims (PyTorch's ``convNd``)."""
+    op = f"conv{n}d"
+
+    def conv_nd(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Ints = 1,
+                padding: Union[str, Ints] = 0, dilation: Ints = 1, groups: int = 1, *, dim: Hashable = None,
+                spatial: Optional[Sequence[Hashable]] = None, out_dim: Optional[str] = None) -> Tensor:
+        tensor_arg(weight, op, "the weight")
+        if weight.ndim != n + 2:
+            raise ValueError(f"{op}: the weight must be {n + 2}-D (out, in // groups, *kernel), got shape "
+                             f"{weight.shape}.")
+        return conv(input, weight, bias, stride, padding, dilation, groups, dim=dim, spatial=spatial,
+                    out_dim=out_dim, _op=op)
+
+    conv_nd.__name__ = conv_nd.__qualname__ = op
+    conv_nd.__doc__ = f"PyTorch's ``F.{op}``: :func:`conv` with a kernel of {n} spatial dim(s), by position or by name."
+    return conv_nd
+
+
+conv1d, conv2d, conv3d = (_fixed(n) for n in (1, 2, 3))
