@@ -1,4 +1,4 @@
-"""One training step of a pre-norm Transformer block: namedtensor against PyTorch eager (CPU).
+"""One training step of a pre-norm Transformer block or a GPT: namedtensor against PyTorch eager (CPU).
 
 The step is forward, backward and an AdamW update of a block (batch 16, seq 128, model 256,
 8 heads, MLP 1024) on the loss mean((block(x) - target)^2).  Both libraries start from the same
@@ -12,6 +12,14 @@ activations, gradients and temporaries.
 
     pip install torch==2.13.0                       # the PyTorch column (a CPU build)
     python bench/train_step.py [--threads 2] [--rounds 15] [--causal]
+    python bench/train_step.py --gpt [--threads 2] [--rounds 15]
+
+With ``--gpt`` the step is that of a GPT language model (token and position embeddings, 2 pre-norm
+blocks of causal self-attention and a 4x GELU MLP, 4 heads, width 128, block 64, the head tied to
+the token embedding, vocabulary 64, batch 16) on the next-token cross-entropy of random tokens.
+namedtensor runs it twice: written with named dims (``nn.Linear("embed", "qkv", ...)``,
+``nt.rearrange``, attention and loss by name) and written as PyTorch code on unnamed tensors
+(``nn.Linear(128, 384)``, ``view``/``transpose``, ``F.cross_entropy(logits.view(-1, V), ...)``).
 
 Both libraries use the same number of threads: ``torch.set_num_threads`` and
 ``nt.set_num_threads`` (BLAS and namedtensor's fused kernels; ``OPENBLAS_NUM_THREADS`` is also set
@@ -39,7 +47,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--mlp", type=int, default=1024)
     p.add_argument("--causal", action="store_true", help="causal self-attention")
-    p.add_argument("--memory-child", choices=("namedtensor", "torch"), help=argparse.SUPPRESS)
+    p.add_argument("--gpt", action="store_true", help="a GPT's step (2 layers, 4 heads, width 128, block 64)")
+    p.add_argument("--memory-child", choices=("namedtensor", "namedtensor unnamed", "torch"), help=argparse.SUPPRESS)
     return p.parse_args()
 
 
@@ -162,6 +171,154 @@ def torch_step_fn(a: argparse.Namespace):
     return step
 
 
+# ----------------------------------------------------------------------------- GPT
+
+GPT_VOCAB, GPT_WIDTH, GPT_HEADS, GPT_LAYERS, GPT_BLOCK, GPT_BATCH = 64, 128, 4, 2, 64, 16
+
+
+def gpt_weights() -> dict:
+    """The GPT's weights as NumPy arrays under PyTorch's keys and layout, shared by all three models
+    (``lm_head.weight`` is ``wte.weight``: the same array)."""
+    rng = np.random.default_rng(0)
+    c = GPT_WIDTH
+
+    def normal(*shape):
+        return (0.02 * rng.standard_normal(shape)).astype(np.float32)
+
+    w = {"wte.weight": normal(GPT_VOCAB, c), "wpe.weight": normal(GPT_BLOCK, c),
+         "ln_f.weight": np.ones(c, np.float32), "ln_f.bias": np.zeros(c, np.float32)}
+    for i in range(GPT_LAYERS):
+        for name, (n_out, n_in) in {"attn.c_attn": (3 * c, c), "attn.c_proj": (c, c), "mlp.c_fc": (4 * c, c),
+                                    "mlp.c_proj": (c, 4 * c)}.items():
+            w[f"h.{i}.{name}.weight"], w[f"h.{i}.{name}.bias"] = normal(n_out, n_in), np.zeros(n_out, np.float32)
+        for ln in ("ln_1", "ln_2"):
+            w[f"h.{i}.{ln}.weight"], w[f"h.{i}.{ln}.bias"] = np.ones(c, np.float32), np.zeros(c, np.float32)
+    w["lm_head.weight"] = w["wte.weight"]
+    return w
+
+
+def gpt_tokens():
+    tokens = np.random.default_rng(1).integers(0, GPT_VOCAB, (GPT_BATCH, GPT_BLOCK + 1))
+    return np.ascontiguousarray(tokens[:, :-1]), np.ascontiguousarray(tokens[:, 1:])  # torch's view needs it
+
+
+def gpt_modules(nn, F, rearrange=None):
+    """The GPT's classes, written against ``nn`` and ``F`` (PyTorch's or namedtensor's, positional), or
+    with named dims when ``rearrange`` (``nt.rearrange``) is given."""
+    named = rearrange is not None
+
+    class Attention(nn.Module):
+        def __init__(self, c, h):
+            super().__init__()
+            self.h = h
+            self.c_attn = nn.Linear("embed", "qkv", c, 3 * c) if named else nn.Linear(c, 3 * c)
+            self.c_proj = nn.Linear("embed", "embed", c, c) if named else nn.Linear(c, c)
+
+        def forward(self, x):
+            if named:
+                qkv = rearrange(self.c_attn(x), "batch seq qkv=(three head d) -> three batch head seq d",
+                                three=3, head=self.h)
+                q, k, v = qkv.unbind("three")
+                y = F.scaled_dot_product_attention(q, k.rename(seq="key"), v.rename(seq="key"), dim="d",
+                                                   key_dim="key", is_causal=True)
+                return self.c_proj(rearrange(y, "batch head seq d -> batch seq embed=(head d)"))
+            b, t, c = x.size()
+            q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in self.c_attn(x).split(c, dim=2))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+    class MLP(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.c_fc = nn.Linear("embed", "mlp", c, 4 * c) if named else nn.Linear(c, 4 * c)
+            self.c_proj = nn.Linear("mlp", "embed", 4 * c, c) if named else nn.Linear(4 * c, c)
+
+        def forward(self, x):
+            return self.c_proj(F.gelu(self.c_fc(x)))
+
+    def layer_norm(c):
+        return nn.LayerNorm("embed", c) if named else nn.LayerNorm(c)
+
+    class Block(nn.Module):
+        def __init__(self, c, h):
+            super().__init__()
+            self.ln_1, self.attn, self.ln_2, self.mlp = layer_norm(c), Attention(c, h), layer_norm(c), MLP(c)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            c = GPT_WIDTH
+            if named:
+                self.wte = nn.Embedding(GPT_VOCAB, c, "embed")
+                self.wpe = nn.Embedding(GPT_BLOCK, c, "embed", vocab_dim="pos")
+                self.lm_head = nn.Linear("embed", "vocab", c, GPT_VOCAB, bias=False)
+            else:
+                self.wte, self.wpe = nn.Embedding(GPT_VOCAB, c), nn.Embedding(GPT_BLOCK, c)
+                self.lm_head = nn.Linear(c, GPT_VOCAB, bias=False)
+            self.h = nn.ModuleList([Block(c, GPT_HEADS) for _ in range(GPT_LAYERS)])
+            self.ln_f = layer_norm(c)
+            self.wte.weight = self.lm_head.weight
+
+        def forward(self, idx, targets, pos):
+            x = self.wte(idx) + self.wpe(pos)
+            for block in self.h:
+                x = block(x)
+            logits = self.lm_head(self.ln_f(x))
+            if named:
+                return F.cross_entropy(logits, targets, dim="vocab")
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    return GPT
+
+
+def nt_gpt_step_fn(named: bool):
+    model = gpt_modules(nt.nn, nt.nn.functional, nt.rearrange if named else None)()
+    sd = model.state_dict()
+    model.load_state_dict({k: nt.tensor(v, names=sd[k].names) for k, v in gpt_weights().items()})
+    opt = nt.optim.AdamW(model.parameters(), lr=LR)
+    names = ("batch", "seq") if named else None
+    x, y = (nt.tensor(t, names=names) for t in gpt_tokens())
+    pos = nt.arange(GPT_BLOCK, names=("seq",) if named else None)
+
+    def step() -> float:
+        loss = model(x, y, pos)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def torch_gpt_step_fn():
+    model = gpt_modules(torch.nn, torch.nn.functional)()
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in gpt_weights().items()})
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    x, y = (torch.from_numpy(t) for t in gpt_tokens())
+    pos = torch.arange(GPT_BLOCK)
+
+    def step() -> float:
+        loss = model(x, y, pos)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def step_fns(a: argparse.Namespace) -> dict:
+    """The step of each library (namedtensor's named and unnamed GPTs with ``--gpt``), by column name."""
+    if a.gpt:
+        return {"namedtensor": lambda: nt_gpt_step_fn(True), "namedtensor unnamed": lambda: nt_gpt_step_fn(False),
+                "torch": torch_gpt_step_fn}
+    return {"namedtensor": lambda: nt_step_fn(a), "torch": lambda: torch_step_fn(a)}
+
+
 # ----------------------------------------------------------------------------- measuring
 
 
@@ -180,7 +337,7 @@ def memory_child(which: str) -> None:
         torch.set_num_threads(ARGS.threads)
     else:
         nt.set_num_threads(ARGS.threads)
-    step = (nt_step_fn if which == "namedtensor" else torch_step_fn)(ARGS)
+    step = step_fns(ARGS)[which]()
     step()
     before = _status_mb("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
@@ -217,18 +374,24 @@ def main() -> None:
         memory_child(ARGS.memory_child)
         return
     a = ARGS
-    print(f"Transformer block train step: batch {a.batch}, seq {a.seq}, model {a.model}, heads {a.heads}, "
-          f"MLP {a.mlp}, {'causal' if a.causal else 'full'} attention, float32, {a.threads} thread(s)")
-    steps = {"namedtensor": nt_step_fn(a)}
+    if a.gpt:
+        print(f"GPT train step: {GPT_LAYERS} layers, {GPT_HEADS} heads, width {GPT_WIDTH}, block {GPT_BLOCK}, "
+              f"batch {GPT_BATCH}, vocabulary {GPT_VOCAB}, tied head, float32, {a.threads} thread(s)")
+    else:
+        print(f"Transformer block train step: batch {a.batch}, seq {a.seq}, model {a.model}, heads {a.heads}, "
+              f"MLP {a.mlp}, {'causal' if a.causal else 'full'} attention, float32, {a.threads} thread(s)")
+    makers = step_fns(a)
     if torch is None:
-        print("PyTorch is not installed (pip install torch==2.13.0): namedtensor column only.")
+        print("PyTorch is not installed (pip install torch==2.13.0): namedtensor columns only.")
+        del makers["torch"]
     else:
         torch.set_num_threads(a.threads)
-        steps["torch"] = torch_step_fn(a)
+    steps = {n: make() for n, make in makers.items()}
+    if torch is not None:
         first = {n: fn() for n, fn in steps.items()}
-        if abs(first["namedtensor"] - first["torch"]) > 1e-4 * abs(first["torch"]):
-            raise SystemExit(f"the two blocks disagree: first losses {first}")
-        print(f"first loss: namedtensor {first['namedtensor']:.6f}, torch {first['torch']:.6f} (same weights)")
+        if any(abs(loss - first["torch"]) > 1e-4 * abs(first["torch"]) for loss in first.values()):
+            raise SystemExit(f"the models disagree: first losses {first}")
+        print("first loss: " + ", ".join(f"{n} {loss:.6f}" for n, loss in first.items()) + " (same weights)")
     nt.set_num_threads(a.threads)
     times = interleaved(steps, a.rounds)
     memory = {n: peak_memory(n) for n in steps}

@@ -53,6 +53,8 @@ from .ops.scans import cummax, cummin, logcumsumexp
 from .tensor import Tensor, install_methods
 from .serialization import load, save
 from . import cuda, data, nn, optim  # they build on the Tensor and its methods above
+# the Array API namespace, imported so that Tensor.__array_namespace__ finds it; namedtensor.array_api, not nt.array_api
+from . import array_api
 from .interop import from_dlpack, from_xarray, to_pandas, to_xarray
 from .numpy_protocols import lift
 from .tracing import ShapeTrace, show, spec, trace_shapes
@@ -62,7 +64,7 @@ from . import checking, conversion, display, interop, numpy_protocols, serializa
 
 # conversions, display and NumPy's protocols are Tensor methods but not ops
 install_methods({**interop.METHODS, **display.METHODS, **numpy_protocols.METHODS})
-del install_methods, checking, conversion, display, interop, numpy_protocols, serialization, tracing
+del install_methods, array_api, checking, conversion, display, interop, numpy_protocols, serialization, tracing
 
 # PyTorch's dtype spellings; defined last, since three of them shadow builtins in this module
 half = float16

@@ -1713,6 +1713,34 @@ def normalized(x: Names, dims: Hashable, op: str) -> Tuple[Tuple[int, ...], Name
 
 
 @_cache
+def channel_norm(x: Names, dim: Hashable, batch: Hashable, params: Tuple[Optional[Names], ...],
+                 op: str) -> Tuple[int, Tuple[int, ...]]:
+    """``batch_norm``/``group_norm``: ``(ch, batch_axes)``, the channel axis and the axes whose entries keep
+    separate statistics.  ``dim`` is the channel dim (default: 1, PyTorch's ``(N, C, *)``); ``batch`` the
+    separate dims (``()`` for batch_norm; for group_norm default the first dim, PyTorch's N).  Each of
+    ``params`` (weight, bias, running stats; ``None`` where absent) is one dim named like the channel or unnamed.
+    """
+    if dim is None and len(x) < 2:
+        raise ValueError(f"{op}: the input {fmt(x)} must be (N, C, *) with at least 2 dims; pass dim= naming "
+                         "the channel dim for other layouts.")
+    ch = axis(x, 1 if dim is None else dim, op)
+    if batch is None:
+        batch = 0 if ch else ()
+    bx = axes(x, batch, op)
+    if ch in bx:
+        raise NamesError(f"{op}: {_dim_label(x, ch)} of the input {fmt(x)} cannot be both the channel dim and a "
+                         "batch dim; pass different dims as dim= and batch=.")
+    for p in params:
+        if p is not None and len(p) != 1:
+            raise ValueError(f"{op}: the weight, bias and running statistics must have one dim, the channel "
+                             f"dim {_dim_label(x, ch)} of the input {fmt(x)}, got names {fmt(p)}.")
+        if p is not None and p[0] is not None and x[ch] is not None and p[0] != x[ch]:
+            raise NamesError(f"{op}: a parameter named {fmt(p)} meets the channel dim {_dim_label(x, ch)} of the "
+                             f"input {fmt(x)}; rename the parameter, or pass dim= naming the channel dim.")
+    return ch, tuple(sorted(bx))
+
+
+@_cache
 def match_spec(names: Names, spec: Tuple) -> Optional[Tuple[int, ...]]:
     """Match a tensor's names against a declared spec (:mod:`namedtensor.checking`).
 

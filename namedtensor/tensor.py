@@ -28,6 +28,16 @@ class Tensor(TensorMethods):
     __slots__ = ("_data", "_names", "_B", "_node", "_idx", "_rg", "_vc", "_view", "_grad", "_hooks",
                  "_post_hooks", "__weakref__")
     # __array_ufunc__ and __array_function__ (NumPy's functions on tensors) are in numpy_protocols.py
+    #: the Array API namespace, set by namedtensor.array_api when it is imported (it sits above this module)
+    _array_api: Any = None
+
+    def __array_namespace__(self, api_version: Optional[str] = None) -> Any:
+        """The Array API standard's namespace for tensors, :mod:`namedtensor.array_api` (2024.12;
+        ``api_version="2023.12"`` is accepted too, the functions being a superset)."""
+        if api_version not in (None, "2024.12", "2023.12"):
+            raise ValueError(f"__array_namespace__: api_version {api_version!r} is not supported; "
+                             "namedtensor.array_api implements '2024.12' (and accepts '2023.12').")
+        return Tensor._array_api
 
     @staticmethod
     def _make(data, names, B) -> "Tensor":

@@ -500,3 +500,37 @@ def test_dlpack_with_cupy_is_zero_copy():
     assert t.cpu().numpy()[0, 0] == 7.0
     back = cupy.from_dlpack(t)
     assert back.data.ptr == src.data.ptr
+
+
+# ----------------------------------------------------------------------------- PyTorch-style ops and layers
+
+
+def img(seed=0):
+    return rnd(2, 3, 8, 8, names=(None,) * 4, seed=seed)
+
+
+PYTORCH_STYLE = {
+    "conv2d": (lambda x, w: F.conv2d(x, w, padding=1, stride=(1, 2)), lambda: (img(), rnd(4, 3, 3, 3, names=(None,) * 4))),
+    "conv1d_groups": (lambda x, w: F.conv1d(x, w, groups=3, dilation=2),
+                      lambda: (rnd(2, 6, 9, names=(None,) * 3), rnd(6, 2, 3, names=(None,) * 3, seed=1))),
+    "pooling": (lambda x: (F.max_pool2d(x, 2), F.avg_pool2d(x, 3, stride=2, padding=1), F.adaptive_avg_pool2d(x, 3)),
+                lambda: (img(),)),
+    "rearrange_reshape": (lambda h: (nt.rearrange(h, "batch seq embed=(head d) -> batch head seq d", head=2),
+                                     h.reshape(2, 5, 2, 4)), lambda: (x3(),)),
+    "special": (lambda x: (x.lgamma(), x.digamma(), (x - 0.5).erfinv(), x.polygamma(1)),
+                lambda: (rnd(2, 5, 8, names=X, low=0.05),)),
+    "inplace_in_graph": (lambda x: (x * 2).relu_().exp_().mul_(0.5), lambda: (x3(),)),
+    "scans_and_medians": (lambda x: (x.cummax("seq").values, x.logcumsumexp("seq"), x.median("embed").values),
+                          lambda: (x3(),)),
+    "losses_pytorch_style": (lambda z, t: (F.cross_entropy(z, t, label_smoothing=0.1),
+                                           F.binary_cross_entropy_with_logits(z, (z > 0).float())),
+                             lambda: (rnd(6, 5, names=(None, None)), ints(5, 6, names=(None,)))),
+    "sdpa_unnamed": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                     lambda: tuple(rnd(2, 2, 5, 4, names=(None,) * 4, seed=s) for s in range(3))),
+}
+
+
+@pytest.mark.parametrize("name", PYTORCH_STYLE)
+def test_pytorch_style_ops_match_the_cpu(name):
+    fn, inputs = PYTORCH_STYLE[name]
+    check(fn, *inputs())

@@ -22,6 +22,7 @@ from typing import Any, Hashable
 
 from ..ops import reductions
 from ..ops.attention import causal_mask, scaled_dot_product_attention
+from ..ops.batchnorm import batch_norm, group_norm
 from ..ops.conv import conv, conv1d, conv2d, conv3d
 from ..ops.pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d,
                              avg_pool2d, avg_pool3d, max_pool1d, max_pool2d, max_pool3d)
@@ -54,6 +55,7 @@ __all__ = [
     "max_pool1d",
     "max_pool2d",
     "max_pool3d",
+    "batch_norm",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "causal_mask",
@@ -65,6 +67,7 @@ __all__ = [
     "dropout",
     "embedding",
     "gelu",
+    "group_norm",
     "huber_loss",
     "kl_div",
     "l1_loss",

@@ -31,6 +31,7 @@ module             ops
 ``conv``           ``conv conv1d conv2d conv3d`` (fused; functions only)
 ``pooling``        ``max_pool* avg_pool* adaptive_avg_pool*`` (1d/2d/3d; functions only)
 ``normalization``  ``layer_norm rms_norm`` (fused; functions only)
+``batchnorm``      ``batch_norm group_norm`` (per channel; functions only)
 ``losses``         ``cross_entropy nll_loss mse_loss`` (fused; functions only)
 ``attention``      ``scaled_dot_product_attention causal_mask`` (functions only)
 =================  ===========================================================

@@ -12,6 +12,7 @@ module             layers
 ``pooling``        ``MaxPool1d/2d/3d AvgPool1d/2d/3d AdaptiveAvgPool1d/2d/3d``
 ``embedding``      ``Embedding``
 ``normalization``  ``LayerNorm``, ``RMSNorm``
+``batchnorm``      ``BatchNorm1d BatchNorm2d BatchNorm3d GroupNorm``
 ``dropout``        ``Dropout``
 ``activation``     ``ReLU GELU SiLU Tanh Sigmoid Softmax LogSoftmax``
 ``attention``      ``MultiheadAttention``
@@ -21,6 +22,7 @@ module             layers
 
 from .activation import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .attention import MultiheadAttention
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm
 from .conv import Conv1d, Conv2d, Conv3d
 from .dropout import Dropout
 from .embedding import Embedding
@@ -30,5 +32,5 @@ from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, A
                       MaxPool1d, MaxPool2d, MaxPool3d)
 from .transformer import MLP, TransformerBlock
 
-__all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "Conv1d", "Conv2d", "Conv3d", "GELU", "MLP", "Dropout", "Embedding", "Identity", "LayerNorm", "Linear", "LogSoftmax", "MultiheadAttention",
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "Conv1d", "Conv2d", "Conv3d", "GELU", "MLP", "Dropout", "Embedding", "Identity", "LayerNorm", "Linear", "LogSoftmax", "MultiheadAttention",
            "RMSNorm", "ReLU", "SiLU", "Sigmoid", "Softmax", "Tanh", "TransformerBlock"]
