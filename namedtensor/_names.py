@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from numbers import Integral
-from typing import Hashable, Iterable, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Hashable, Iterable, NamedTuple, Optional, Sequence, Tuple
 
 Name = Optional[str]
 Names = Tuple[Name, ...]
@@ -30,6 +30,22 @@ _cache = lru_cache(maxsize=8192, typed=True)  # typed: axis(n, 1.0) must not hit
 
 class NamesError(ValueError):
     """A name rule was broken: invalid, duplicate, mismatched, misaligned or unknown dim names."""
+
+
+class NamesDropped(NamesError):
+    """Raised where an op cannot infer a dim's name and would have to drop it (``flatten`` without
+    ``out_name``, ``unflatten`` without names).  ``result`` is what the name rule returns with those dims
+    unnamed and ``dropped`` the names lost: the conversion mode (``nt.gradual()``) uses them instead of
+    raising, only on this error path, so that the rule itself stays strict and costs nothing."""
+
+    def __init__(self, message: str, result: Any, dropped: Names) -> None:
+        super().__init__(message)
+        self.result = result
+        self.dropped = dropped
+
+    def __reduce__(self) -> Tuple[type, Tuple[str, Any, Names]]:
+        # args holds the message only; pickling (e.g. a worker process reporting it) needs all three
+        return type(self), (str(self), self.result, self.dropped)
 
 
 # --------------------------------------------------------------------------- formatting
@@ -569,9 +585,12 @@ def flatten(names: Names, dims: Tuple, out_name: Name, op: str = "flatten") -> T
         if len(ax) == 1:
             out_name = names[start]  # flattening one dim changes nothing: it keeps its name
         elif merged:
-            raise NamesError(
+            stop = start + len(ax)
+            raise NamesDropped(
                 f"{op}: flattening dims {tuple(dims)!r} of {fmt(names)} without out_name would drop the names "
-                f"{fmt(merged)}; give the new dim a name, e.g. flatten({tuple(dims)!r}, {'_'.join(merged)!r})."
+                f"{fmt(merged)}; give the new dim a name, e.g. flatten({tuple(dims)!r}, {'_'.join(merged)!r}).",
+                (start, stop, names[:start] + (None,) + names[stop:]),
+                merged,
             )
     out = names[:start] + (out_name,) + names[start + len(ax) :]
     if out_name is not None and out_name in names and out_name not in [names[a] for a in ax]:
@@ -589,10 +608,12 @@ def unflatten(names: Names, ax: int, new: Names, op: str = "unflatten", named: b
     if not new:
         raise NamesError(f"{op}: the new sizes must be non-empty.")
     if not named and names[ax] is not None:
-        raise NamesError(
+        raise NamesDropped(
             f"{op}: input is named but no names were given for the new dims: {_dim_label(names, ax)} of "
             f"{fmt(names)} would lose its name. Give (name, size) pairs, e.g. "
-            f"unflatten({names[ax]!r}, (('{names[ax]}_outer', 2), ('{names[ax]}_inner', -1))), or names=."
+            f"unflatten({names[ax]!r}, (('{names[ax]}_outer', 2), ('{names[ax]}_inner', -1))), or names=.",
+            names[:ax] + new + names[ax + 1 :],
+            (names[ax],),
         )
     out = names[:ax] + new + names[ax + 1 :]
     for n in new:
@@ -1636,7 +1657,7 @@ def _spatial_plan(x: Names, n: int, dim: Hashable, spatial: Hashable, op: str) -
 
 @_cache
 def conv(x: Names, w: Names, bias: Optional[Names], n: int, dim: Hashable, spatial: Hashable, out_dim: Name,
-         op: str = "conv") -> Tuple[Tuple[int, ...], int, Names]:
+         op: str = "conv", transposed: bool = False) -> Tuple[Tuple[int, ...], int, Names]:
     """``conv(x, w, bias, dim=, spatial=, out_dim=)``: ``(perm, nb, names)``, x's batch axes then its
     channel axis then its spatial axes (``nb`` batch axes), and the output names.
 
@@ -1644,17 +1665,19 @@ def conv(x: Names, w: Names, bias: Optional[Names], n: int, dim: Hashable, spati
     dims in the kernel's order (default: the last ``n``).  The weight is ``(out, in, *kernel)``: ``in``
     must be the channel dim's name and each kernel dim its spatial dim's, where both are named.  The
     output has x's names, the channel dim renamed to ``out_dim`` if given; the bias is ``(out,)``,
-    ``(out_dim,)`` or unnamed.
+    ``(out_dim,)`` or unnamed.  A ``transposed`` convolution's weight is ``(in, out, *kernel)``.
     """
+    w_in, w_out = (w[0], w[1]) if transposed else (w[1], w[0])
+    layout = "(in, out, *kernel)" if transposed else "(out, in, *kernel)"
     if dim is None:
         dim = len(x) - n - 1
         if dim < 0:
             raise NamesError(f"{op}: the input {fmt(x)} needs a channel dim and {n} spatial dim(s).")
     perm, ch, nb = _spatial_plan(x, n, dim, spatial, op)
-    for wn, ax in zip(w[1:], perm[nb:]):
+    for wn, ax in zip((w_in,) + w[2:], perm[nb:]):
         if wn is not None and x[ax] is not None and wn != x[ax]:
             raise NamesError(
-                f"{op}: the weight {fmt(w)} is (out, in, *kernel), but its {wn!r} meets the input's "
+                f"{op}: the weight {fmt(w)} is {layout}, but its {wn!r} meets the input's "
                 f"{_dim_label(x, ax)} (input {fmt(x)}, channel dim then spatial dims {tuple(x[a] for a in perm[nb:])}); "
                 "rename the weight's dims to the input's, or pass dim= and spatial= naming them."
             )
@@ -1663,8 +1686,8 @@ def conv(x: Names, w: Names, bias: Optional[Names], n: int, dim: Hashable, spati
     if out_name is not None and out_name in x[:ch] + x[ch + 1:]:
         raise NamesError(f"{op}: the output channel dim would be named {out_name!r}, which is already another dim "
                          f"of the input {fmt(x)}; pass out_dim= a new name.")
-    if bias is not None and bias[0] is not None and bias[0] not in (w[0], out_name):
-        raise NamesError(f"{op}: the bias {fmt(bias)} must be named like the weight's output dim {w[0]!r} or the "
+    if bias is not None and bias[0] is not None and bias[0] not in (w_out, out_name):
+        raise NamesError(f"{op}: the bias {fmt(bias)} must be named like the weight's output dim {w_out!r} or the "
                          f"output channel dim {out_name!r} (input {fmt(x)}); rename the bias.")
     out = x[:ch] + (out_name,) + x[ch + 1:]
     return perm, nb, validate(out, len(out), op)

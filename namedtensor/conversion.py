@@ -2,17 +2,21 @@
 
 Inside ``with nt.gradual():`` every op the calling thread runs is recorded under the line of the
 user's code that called it (the first stack frame outside the ``namedtensor`` package): whether it
-ran on named tensors or on unnamed ones, and where a ``reshape``/``view`` dropped names (the dims it
-split or merged).  ``nt.conversion_report()`` lists them line by line: the to-do list for converting
+ran on named tensors or on unnamed ones, and where an op dropped names: a ``reshape``/``view`` (the dims
+it split or merged), a ``flatten`` without ``out_name`` of named dims, an ``unflatten`` of a named dim
+without new names.  ``nt.conversion_report()`` lists them line by line: the to-do list for converting
 the rest of the code.
 
-The mode records; it does not loosen rule 2 or any other check.  A mismatch of names is a bug the user
-wants to see while converting, so every ``NamesError`` is raised as outside the mode (docs/design.md,
-"Conversion mode").
+The mode softens one error only: where an op cannot infer a name (``_names.NamesDropped``: flatten and
+unflatten, which outside the mode ask for the name), it leaves just those dims unnamed, keeps every
+other name and records the names dropped, as ``reshape`` does.  Rule 2 and every other check stay: a
+mismatch of names is a bug the user wants to see while converting, so every other ``NamesError`` is
+raised as outside the mode (docs/design.md, "Conversion mode").
 
 The state is per thread, like grad mode: the mode records through the thread's tracer slot, chained to
-the tracer it found (a shape trace outside it keeps working), and a ``reshape`` that drops names reads
-one thread-local attribute.  Outside the mode nothing is recorded and an op pays nothing.
+the tracer it found (a shape trace outside it keeps working), and an op that drops names reads one
+thread-local attribute, on that path only (for flatten/unflatten, after their name rule raised).  Outside the
+mode nothing is recorded and an op pays nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import linecache
 import os
 import sys
 import threading
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from . import _names
 from .autograd.mode import swap_tracer
@@ -88,6 +92,16 @@ def note_dropped(op: str, dropped: Tuple[str, ...]) -> None:
         _line().dropped[(op, dropped)] = None
 
 
+def degrade(err: _names.NamesDropped) -> Any:
+    """Inside :func:`gradual`: the name rule's result without the names it could not infer
+    (``err.result``); the op records ``err.dropped`` with :func:`note_dropped` once it succeeded.
+    Outside it: raise ``err``, the op's strict error.  Called from the op's ``except`` clause, so the
+    mode costs nothing until a name cannot be inferred."""
+    if _state.lines is None:
+        raise err
+    return err.result
+
+
 def _is_named(x: object) -> bool:
     return isinstance(x, Tensor) and _names.is_named(x._names)
 
@@ -111,8 +125,10 @@ class _Recorder:
 class gradual:
     """Context manager (or decorator): conversion mode in this thread.
 
-    Ops run as usual (every name rule and error stays) and are recorded per line of the calling code,
-    for :func:`conversion_report`.  Blocks nest; the outermost one starts a new report.
+    Ops run as usual and are recorded per line of the calling code, for :func:`conversion_report`.
+    Every name rule and error stays, except that ``flatten``/``unflatten`` leave unnamed the dims whose
+    names they cannot infer (and record the names dropped) instead of raising.  Blocks nest; the
+    outermost one starts a new report.
     """
 
     __slots__ = ("_prev_lines", "_prev_tracer")

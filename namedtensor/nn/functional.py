@@ -23,7 +23,7 @@ from typing import Any, Hashable
 from ..ops import reductions
 from ..ops.attention import causal_mask, scaled_dot_product_attention
 from ..ops.batchnorm import batch_norm, group_norm
-from ..ops.conv import conv, conv1d, conv2d, conv3d
+from ..ops.conv import conv, conv1d, conv2d, conv3d, conv_transpose, conv_transpose1d, conv_transpose2d, conv_transpose3d
 from ..ops.pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d,
                              avg_pool2d, avg_pool3d, max_pool1d, max_pool2d, max_pool3d)
 from ..ops.dense import dropout, embedding, linear
@@ -63,6 +63,10 @@ __all__ = [
     "conv1d",
     "conv2d",
     "conv3d",
+    "conv_transpose",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
     "cross_entropy",
     "dropout",
     "embedding",

@@ -1,4 +1,5 @@
-"""Convolutions: ``conv1d``, ``conv2d``, ``conv3d`` (one N-d op, :func:`conv`), each one fused op.
+"""Convolutions: ``conv1d``, ``conv2d``, ``conv3d`` (one N-d op, :func:`conv`), each one fused op; and
+the transposed ones, ``conv_transpose1d/2d/3d`` (:func:`conv_transpose`), one fused op too.
 
 Name rule (:func:`~namedtensor._names.conv`): ``conv(x, weight, bias, dim=, spatial=, out_dim=)``.
 Without ``dim``/``spatial`` it is PyTorch's call by position, ``(N, C, *S)`` or ``(C, *S)``.  With them
@@ -11,6 +12,10 @@ keep theirs with their new sizes.  The bias is ``(out,)``.
 The forward is the backend's ``conv`` hook (im2col by strided slices, one batched matrix product);
 the gradients are its two adjoints (``conv_input_grad``: col2im, ``conv_weight_grad``), each an op here.
 The three ops are bilinear and each other's gradients, so gradients of any order run on them.
+
+``conv_transpose(x, weight, bias, dim=, spatial=, out_dim=)`` has the same name rule with the weight
+``(in, out, *kernel)``.  Its forward is the ``conv_input_grad`` hook (plus the bias), so its gradients
+are the convolution (in x) and ``conv_weight_grad`` with the roles swapped (in the weight), as ops.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from ..backends.base import conv_out_shape
 from ..tensor import Tensor
 from ._common import tensor_arg, with_names
 from ._fused import require_floating, same_dtype
+from .joining import pad
 
 Ints = Union[int, Sequence[int]]
 
@@ -48,6 +54,12 @@ def _geometry(params: dict) -> dict:
     return {k: params[k] for k in _GEOMETRY}
 
 
+def _bias_grad(g: Tensor, params: dict, names: _names.Names) -> Tensor:
+    """The bias's gradient: ``g`` summed over every dim but the channel dim (at ``perm[nb]``)."""
+    ch = params["perm"][params["nb"]]
+    return with_names(g.sum(tuple(i for i in range(g.ndim) if i != ch)), names)
+
+
 class _Conv(Op):
     """The convolution of x (dims in ``perm``'s order: ``nb`` batch dims, channels, spatial) with the weight."""
 
@@ -66,17 +78,14 @@ class _Conv(Op):
     def backward(node, g):
         x, w = node.saved_tensors()
         geo = _geometry(node.params)
-        gx = gw = gb = None
+        gx = gw = None
         if node.edges[0] is not None:
             gx = apply(_ConvInputGrad, (g, w), node.in_names[0], shape=tuple(node.in_shapes[0]), **geo)
         if node.edges[1] is not None:
             gw = apply(_ConvWeightGrad, (x, g), node.in_names[1], wshape=tuple(node.in_shapes[1]), **geo)
         if len(node.edges) == 2:
             return gx, gw
-        if node.edges[2] is not None:
-            ch = geo["perm"][geo["nb"]]
-            gb = with_names(g.sum(tuple(i for i in range(g.ndim) if i != ch)), node.in_names[2])
-        return gx, gw, gb
+        return gx, gw, (_bias_grad(g, geo, node.in_names[2]) if node.edges[2] is not None else None)
 
 
 class _ConvInputGrad(Op):
@@ -149,6 +158,34 @@ def padding_pairs(padding: Union[str, Ints], n: int, kernel: Tuple[int, ...], st
     return tuple((p, p) for p in ints(padding, n, op, "padding", 0))
 
 
+def _plan(input: Tensor, weight: Tensor, bias: Optional[Tensor], groups: int, dim: Hashable,
+          spatial: Optional[Sequence[Hashable]], out_dim: Optional[str], op: str,
+          transposed: bool) -> Tuple[int, Tuple[int, ...], int, _names.Names]:
+    """The checks a convolution and a ``transposed`` one share: ``(n, perm, nb, names)``, the number of
+    spatial dims and :func:`namedtensor._names.conv`'s plan."""
+    layout = "(in, out // groups, *kernel)" if transposed else "(out, in // groups, *kernel)"
+    tensor_arg(input, op, "the input")
+    tensor_arg(weight, op, "the weight")
+    if bias is not None:
+        tensor_arg(bias, op, "the bias")
+    n = weight.ndim - 2
+    if n < 1:
+        raise ValueError(f"{op}: the weight must be {layout}, got shape {weight.shape}.")
+    if input.ndim < n + 1:
+        raise ValueError(f"{op}: the input must have a channel dim and {n} spatial dim(s), got names "
+                         f"{_names.fmt(input.names)} and shape {input.shape}.")
+    if isinstance(spatial, (str, int)):
+        spatial = (spatial,)
+    perm, nb, names = _names.conv(input._names, weight._names, None if bias is None else bias._names, n, dim,
+                                  None if spatial is None else tuple(spatial), out_dim, op, transposed)
+    require_floating(input, op, "the input")
+    same_dtype(input, weight, op, "the weight")
+    same_dtype(input, bias, op, "the bias")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}.")
+    return n, perm, nb, names
+
+
 def conv(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Ints = 1,
          padding: Union[str, Ints] = 0, dilation: Ints = 1, groups: int = 1, *, dim: Hashable = None,
          spatial: Optional[Sequence[Hashable]] = None, out_dim: Optional[str] = None, _op: str = "conv") -> Tensor:
@@ -167,25 +204,7 @@ def conv(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: I
     ``"valid"`` (none) or ``"same"`` (stride 1 only); zeros.
     """
     op = _op
-    tensor_arg(input, op, "the input")
-    tensor_arg(weight, op, "the weight")
-    if bias is not None:
-        tensor_arg(bias, op, "the bias")
-    n = weight.ndim - 2
-    if n < 1:
-        raise ValueError(f"{op}: the weight must be (out, in // groups, *kernel), got shape {weight.shape}.")
-    if input.ndim < n + 1:
-        raise ValueError(f"{op}: the input must have a channel dim and {n} spatial dim(s), got names "
-                         f"{_names.fmt(input.names)} and shape {input.shape}.")
-    if isinstance(spatial, (str, int)):
-        spatial = (spatial,)
-    perm, nb, names = _names.conv(input._names, weight._names, None if bias is None else bias._names, n, dim,
-                                  None if spatial is None else tuple(spatial), out_dim, op)
-    require_floating(input, op, "the input")
-    same_dtype(input, weight, op, "the weight")
-    same_dtype(input, bias, op, "the bias")
-    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}.")
+    n, perm, nb, names = _plan(input, weight, bias, groups, dim, spatial, out_dim, op, False)
     stride = ints(stride, n, op, "stride", 1)
     dilation = ints(dilation, n, op, "dilation", 1)
     kernel = tuple(weight.shape[2:])
@@ -228,3 +247,115 @@ def _fixed(n: int):
 
 
 conv1d, conv2d, conv3d = (_fixed(n) for n in (1, 2, 3))
+
+
+class _ConvTranspose(Op):
+    """The transposed convolution of x (dims in ``perm``'s order) with the weight ``(in, out // groups,
+    *kernel)`` to an output of ``shape`` (x's layout): the input gradient of the convolution that maps
+    that output's shape to x's, plus the bias."""
+
+    name = "conv_transpose"
+    saves = (0, 1)
+
+    @staticmethod
+    def forward(B, x, w, b=None, *, shape, perm, nb, stride, padding, dilation, groups):
+        xc, batch = _canonical(B, x, perm, nb)
+        yshape = (xc.shape[0],) + tuple(shape[a] for a in perm[nb:])
+        y = B.conv_input_grad(xc, w, yshape, stride, padding, dilation, groups)
+        if b is not None:
+            y = y + B.reshape(b, (1, -1) + (1,) * len(stride))
+        return _restore(B, y, perm, batch)
+
+    @staticmethod
+    def backward(node, g):
+        # without the bias the forward is _ConvInputGrad's on the same inputs and parameters, so its
+        # gradients are too: the convolution in x, conv_weight_grad with the roles swapped in w
+        gx, gw = _ConvInputGrad.backward(node, g)
+        if len(node.edges) == 2:
+            return gx, gw
+        return gx, gw, (_bias_grad(g, node.params, node.in_names[2]) if node.edges[2] is not None else None)
+
+
+def conv_transpose(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Ints = 1,
+                   padding: Ints = 0, output_padding: Ints = 0, groups: int = 1, dilation: Ints = 1, *,
+                   dim: Hashable = None, spatial: Optional[Sequence[Hashable]] = None,
+                   out_dim: Optional[str] = None, _op: str = "conv_transpose") -> Tensor:
+    """The N-d transposed convolution of ``input`` with ``weight`` (PyTorch's ``conv_transposeNd``, the
+    adjoint of :func:`conv` in its input); N is ``weight.ndim - 2``.
+
+    ``weight`` is ``(in, out // groups, *kernel)``, ``bias`` ``(out,)``.  Each spatial size ``L``
+    becomes ``(L - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1``.  The
+    dims are found as :func:`conv`'s: PyTorch's ``(batch, in, *spatial)`` or ``(in, *spatial)`` by
+    position, or ``dim`` and ``spatial`` by name wherever they are; the output keeps the input's names
+    and layout, the channel dim renamed to ``out_dim`` if given::
+
+        conv_transpose(x, w, stride=2, dim="chan", spatial=("h", "w"))   # x (h, w, batch, chan)
+
+    ``stride``, ``padding``, ``output_padding``, ``dilation``: an int or one per spatial dim;
+    ``output_padding`` (added after, on one side) must be smaller than ``stride`` or ``dilation``.
+    """
+    op = _op
+    n, perm, nb, names = _plan(input, weight, bias, groups, dim, spatial, out_dim, op, True)
+    stride = ints(stride, n, op, "stride", 1)
+    dilation = ints(dilation, n, op, "dilation", 1)
+    padding = ints(padding, n, op, "padding", 0)
+    output_padding = ints(output_padding, n, op, "output_padding", 0)
+    if any(o >= max(s, d) for o, s, d in zip(output_padding, stride, dilation)):
+        raise ValueError(f"{op}: output_padding must be smaller than stride or dilation, got output_padding "
+                         f"{output_padding}, stride {stride}, dilation {dilation}.")
+    ch, in_ch = input.shape[perm[nb]], weight.shape[0]
+    if ch != in_ch or in_ch % groups:
+        raise ValueError(
+            f"{op}: the input's {_names._dim_label(input._names, perm[nb])} has {ch} channels, but the weight of "
+            f"shape {weight.shape} (in, out // groups, *kernel) with groups={groups} expects {in_ch} (and in "
+            f"channels divisible by groups); input names {_names.fmt(input.names)}, shape {input.shape}."
+        )
+    out_ch = weight.shape[1] * groups
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != out_ch):
+        raise ValueError(f"{op}: the bias must be 1-D of size {out_ch} (out channels), got shape {bias.shape}.")
+    kernel, axes = tuple(weight.shape[2:]), perm[nb + 1:]
+    size = tuple(input.shape[a] for a in axes)
+    out = tuple((m - 1) * s - 2 * p + d * (k - 1) + o + 1
+                for m, s, p, d, k, o in zip(size, stride, padding, dilation, kernel, output_padding))
+    if any(o < 1 for o in out):
+        raise ValueError(f"{op}: the output's spatial size {out} is not positive: (size - 1) * stride - 2 * padding "
+                         f"+ dilation * (kernel - 1) + output_padding + 1 for size {size}, kernel {kernel}, stride "
+                         f"{stride}, padding {padding}, dilation {dilation}, output_padding {output_padding}.")
+    pads = tuple((p, p) for p in padding)
+    # The convolution transposed here maps ``out`` to ``reach`` positions: ``size`` of them, or more where
+    # output_padding >= stride (allowed below dilation); the input fills the first ones and zeros the rest.
+    reach = conv_out_shape(out, kernel, stride, pads, dilation)
+    extra = {a: (0, r - m) for a, r, m in zip(axes, reach, size) if r != m}
+    if extra:
+        input = pad(input, extra)
+    shape = list(input.shape)
+    shape[perm[nb]] = out_ch
+    for a, o in zip(axes, out):
+        shape[a] = o
+    inputs = (input, weight) if bias is None else (input, weight, bias)
+    return apply(_ConvTranspose, inputs, names, shape=tuple(shape), perm=perm, nb=nb, stride=stride, padding=pads,
+                 dilation=dilation, groups=groups)
+
+
+def _fixed_transpose(n: int):
+    """``conv_transpose`` for weights of ``n`` spatial dims (PyTorch's ``conv_transposeNd``)."""
+    op = f"conv_transpose{n}d"
+
+    def conv_transpose_nd(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Ints = 1,
+                          padding: Ints = 0, output_padding: Ints = 0, groups: int = 1, dilation: Ints = 1, *,
+                          dim: Hashable = None, spatial: Optional[Sequence[Hashable]] = None,
+                          out_dim: Optional[str] = None) -> Tensor:
+        tensor_arg(weight, op, "the weight")
+        if weight.ndim != n + 2:
+            raise ValueError(f"{op}: the weight must be {n + 2}-D (in, out // groups, *kernel), got shape "
+                             f"{weight.shape}.")
+        return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, dim=dim,
+                              spatial=spatial, out_dim=out_dim, _op=op)
+
+    conv_transpose_nd.__name__ = conv_transpose_nd.__qualname__ = op
+    conv_transpose_nd.__doc__ = (f"PyTorch's ``F.{op}``: :func:`conv_transpose` with a kernel of {n} spatial dim(s), "
+                                 "by position or by name.")
+    return conv_transpose_nd
+
+
+conv_transpose1d, conv_transpose2d, conv_transpose3d = (_fixed_transpose(n) for n in (1, 2, 3))

@@ -8,6 +8,9 @@ Name rules (in :mod:`namedtensor._names`):
 * ``flatten(dims, out_name)``: the consecutive ``dims`` become one dim named ``out_name``;
   leaving out ``out_name`` is allowed only when no name would be lost (``_names.flatten``);
 * ``unflatten(dim, ((name, size), ...))``: ``dim`` is replaced by the new dims (``_names.unflatten``);
+  sizes without names are allowed only for an unnamed ``dim``;
+* inside ``nt.gradual()`` a flatten or unflatten that would lose names leaves the new dim(s) unnamed
+  instead of raising, and the report records the names dropped (``conversion.degrade``);
 * ``squeeze`` removes dims (``_names.reduce``), ``unsqueeze`` inserts one (``_names.insert``);
 * ``expand``/``broadcast_to``: new leading dims are unnamed unless ``names=`` names the result,
   and the given names unify with the input's (rule 2, ``_names.broadcast_to``).
@@ -23,7 +26,7 @@ from typing import Any, Optional, Sequence, Union
 
 from .. import _names
 from ..autograd.graph import Op, apply, share_view
-from ..conversion import note_dropped
+from ..conversion import degrade, note_dropped
 from ..tensor import Tensor
 from ._common import int_sizes, sum_to, tensor_arg, with_names
 
@@ -117,7 +120,8 @@ def flatten(t: Tensor, start_dim: Union[Dim, Sequence[Dim]] = 0, end_dim: Union[
       ``end_dim`` may be names): merges ``start_dim`` through ``end_dim``.
 
     Without ``out_name`` the new dim is unnamed, which is allowed only when the merged dims are all
-    unnamed (names are never dropped silently) or when a single dim is "merged" (it keeps its name).
+    unnamed (names are never dropped silently) or when a single dim is "merged" (it keeps its name);
+    inside ``nt.gradual()`` it is allowed always, and the names dropped go to the conversion report.
     A 0-dim tensor flattens to one dim of size 1.  The result is a view where the backend can.
     """
     if isinstance(start_dim, (tuple, list)):
@@ -144,7 +148,11 @@ def flatten(t: Tensor, start_dim: Union[Dim, Sequence[Dim]] = 0, end_dim: Union[
                 f"in a tensor with names {_names.fmt(t._names)}."
             )
         dims = tuple(range(start, end + 1))
-    start, stop, names = _names.flatten(t._names, dims, out_name, "flatten")
+    try:
+        start, stop, names = _names.flatten(t._names, dims, out_name, "flatten")
+    except _names.NamesDropped as err:
+        start, stop, names = degrade(err)
+        note_dropped("flatten", err.dropped)
     shape = t.shape
     return _reshape(t, shape[:start] + (math.prod(shape[start:stop]),) + shape[stop:], names)
 
@@ -184,11 +192,16 @@ def unflatten(t: Tensor, dim: Dim, sizes: Any, names: Optional[Sequence] = None)
 
     ``sizes`` is a tuple of ``(name, size)`` pairs, a dict ``{name: size}``, or a tuple of ints with
     the new names in ``names=`` (or without names, for an unnamed ``dim`` only: a named dim would
-    lose its name).  One size may be -1 (inferred).  The result is a view where the backend can.
+    lose its name; inside ``nt.gradual()`` for a named one too, the new dims unnamed and the name
+    dropped recorded).  One size may be -1 (inferred).  The result is a view where the backend can.
     """
     ax = _names.axis(t._names, dim, "unflatten")
     ints, new_names, named = _unflatten_spec(sizes, names, "unflatten")
-    out_names = _names.unflatten(t._names, ax, new_names, "unflatten", named)
+    dropped: tuple = ()
+    try:
+        out_names = _names.unflatten(t._names, ax, new_names, "unflatten", named)
+    except _names.NamesDropped as err:
+        out_names, dropped = degrade(err), err.dropped
     shape = t.shape
     resolved = _infer_size(ints, shape[ax], "unflatten")
     if resolved is None:
@@ -196,6 +209,8 @@ def unflatten(t: Tensor, dim: Dim, sizes: Any, names: Optional[Sequence] = None)
             f"unflatten: sizes {ints} don't multiply up to the size of {_names._dim_label(t._names, ax)} of size "
             f"{shape[ax]} in a tensor with names {_names.fmt(t._names)}."
         )
+    if dropped:  # recorded only now: a split whose sizes are wrong dropped nothing
+        note_dropped("unflatten", dropped)
     return _reshape(t, shape[:ax] + resolved + shape[ax + 1 :], out_names)
 
 

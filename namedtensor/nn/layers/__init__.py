@@ -8,7 +8,7 @@ position, whatever their names, with PyTorch's parameters and results.
 module             layers
 =================  ==========================================================
 ``linear``         ``Linear``, ``Identity``
-``conv``           ``Conv1d Conv2d Conv3d``
+``conv``           ``Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d``
 ``pooling``        ``MaxPool1d/2d/3d AvgPool1d/2d/3d AdaptiveAvgPool1d/2d/3d``
 ``embedding``      ``Embedding``
 ``normalization``  ``LayerNorm``, ``RMSNorm``
@@ -23,7 +23,7 @@ module             layers
 from .activation import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm
-from .conv import Conv1d, Conv2d, Conv3d
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .dropout import Dropout
 from .embedding import Embedding
 from .linear import Identity, Linear
@@ -32,5 +32,5 @@ from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, A
                       MaxPool1d, MaxPool2d, MaxPool3d)
 from .transformer import MLP, TransformerBlock
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "Conv1d", "Conv2d", "Conv3d", "GELU", "MLP", "Dropout", "Embedding", "Identity", "LayerNorm", "Linear", "LogSoftmax", "MultiheadAttention",
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "GELU", "MLP", "Dropout", "Embedding", "Identity", "LayerNorm", "Linear", "LogSoftmax", "MultiheadAttention",
            "RMSNorm", "ReLU", "SiLU", "Sigmoid", "Softmax", "Tanh", "TransformerBlock"]
