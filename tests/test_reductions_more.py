@@ -586,3 +586,15 @@ def test_transpose_numpy_and_pytorch_forms():
         t.transpose(0, 1, dim0=2)
     x = leaf(np.ones((2, 3, 4)), ("a", "b", "c"))
     assert gradcheck(lambda u: u.transpose(1, 2, 0), x)
+
+
+def test_diagonal_is_read_only_since_it_is_no_view():
+    """PyTorch's diagonal is a view, so a write into it changes the input; this one is a copy, and a
+    write must raise instead of silently changing nothing."""
+    t = nt.zeros(3, 3, names=("a", "b"))
+    d = t.diagonal(dim1="a", dim2="b")
+    for write in (lambda: d.fill_(1.0), lambda: d.mul_(2.0), lambda: d.__setitem__(0, 5.0)):
+        with pytest.raises(ValueError, match="diagonal's result is a copy, unlike PyTorch's view"):
+            write()
+    assert t.sum().item() == 0.0
+    assert d.clone().fill_(1.0).tolist() == [1.0, 1.0, 1.0]

@@ -650,12 +650,20 @@ def masked_select(t: Tensor, mask: Any) -> Tensor:
 class _Diagonal(_Take):
     name = "diagonal"
 
+    @staticmethod
+    def forward(B, x, key):
+        # PyTorch's diagonal is a view: a write into it changes the input.  This one is a copy, so it is
+        # handed out read-only (a broadcast view of itself), and a write raises instead of changing nothing
+        out = B.getitem(x, key)
+        return B.broadcast_to(out, out.shape)
+
 
 def diagonal(t: Tensor, offset: int = 0, dim1: Dim = 0, dim2: Dim = 1, *, out_name: Optional[str] = None) -> Tensor:
     """The diagonal of the dims ``dim1`` and ``dim2`` (names or ints), ``offset`` above the main one
     (below it when negative).  Both dims go; the diagonal is a new last dim named ``out_name``, unnamed
-    by default.  Unlike PyTorch's, the result is a copy, not a view (writing into it leaves ``t``
-    alone).  The gradient goes back to the diagonal."""
+    by default.  Unlike PyTorch's, the result is a copy, not a view, so it is read-only: writing
+    into it raises (where the backend can refuse writes) instead of leaving ``t`` unchanged.  The
+    gradient goes back to the diagonal."""
     a, b, names = _names.diagonal(t._names, dim1, dim2, out_name, "diagonal")
     if isinstance(offset, bool) or not hasattr(offset, "__index__"):
         raise TypeError(f"diagonal: offset must be an int, got {type(offset).__name__} {offset!r}.")

@@ -228,8 +228,8 @@ def _write_error(t: Tensor, e: Exception, value, op: str) -> Exception:
     if "read-only" in str(e):
         return ValueError(
             f"{op}: cannot write into this tensor (names {_names.fmt(t._names)}, shape {t.shape}): its data "
-            "is a read-only view (expand/broadcast_to repeat elements without copying them). Write into a "
-            "clone() instead."
+            "is a read-only view (expand/broadcast_to repeat elements without copying them; diagonal's result is a "
+            "copy, unlike PyTorch's view, so a write would not reach its input). Write into a clone() instead."
         )
     shape = getattr(value, "shape", ())
     return ValueError(
