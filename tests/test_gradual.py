@@ -82,8 +82,6 @@ def test_mismatches_still_raise_in_gradual():
             a.unflatten("b", (3, 1), names=("p",))
         with pytest.raises(ValueError, match=r"sizes \(2, 2\) don't multiply up to the size of dim 1 \('b'\)"):
             a.unflatten("b", (2, 2))
-        with pytest.raises(nt.NamesError, match="ravel: flattening dims .* without out_name would drop"):
-            a.ravel()  # ravel asks for out_name in the mode too (docs/design.md, "Conversion mode")
     assert nt.conversion_report().rows == []  # nothing ran to the end, so nothing was recorded
 
 
@@ -244,3 +242,14 @@ def test_names_dropped_error_pickles_with_its_result():
     assert isinstance(info.value, nt.NamesError)
     copy = pickle.loads(pickle.dumps(info.value))
     assert (str(copy), copy.result, copy.dropped) == (str(info.value), (1, 3, ("a", None)), ("b", "c"))
+
+
+def test_ravel_of_named_dims_degrades_in_the_mode_only():
+    x = nt.randn(2, 3, names=("a", "b"))
+    with pytest.raises(nt.NamesError, match="ravel: flattening dims .* without out_name would drop"):
+        x.ravel()
+    with nt.gradual():
+        flat = x.ravel()
+    assert flat.names == (None,) and flat.tolist() == x.numpy().ravel().tolist()
+    dropped = [row for row in nt.conversion_report().rows if row.dropped]
+    assert dropped and dropped[-1].dropped == (("flatten", ("a", "b")),)

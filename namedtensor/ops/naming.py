@@ -14,6 +14,7 @@ from typing import Optional, Tuple
 
 from .. import _names
 from ..autograd.graph import Op, apply
+from ..conversion import degrade
 from ..tensor import Tensor
 from ._common import flag, inverse_permutation, tensor_arg, with_names
 from .dtype import clone, to
@@ -236,9 +237,12 @@ def copy(t: Tensor) -> Tensor:
 def ravel(t: Tensor, out_name: Optional[str] = None) -> Tensor:
     """All dims as one: a 1-D tensor, as ``t.flatten()``.  Its one dim is named ``out_name``; a
     tensor with named dims needs it (names are never dropped silently), unless it has one dim only,
-    which keeps its name."""
+    which keeps its name (inside ``nt.gradual()`` the merged dim is left unnamed instead, and recorded)."""
     if t.ndim:
-        _names.flatten(t._names, tuple(range(t.ndim)), out_name, "ravel")
+        try:
+            _names.flatten(t._names, tuple(range(t.ndim)), out_name, "ravel")
+        except _names.NamesDropped as err:
+            degrade(err)  # raises outside nt.gradual(); inside, flatten below degrades the same way and records
     return flatten(t, 0, -1, out_name=out_name)
 
 
