@@ -333,6 +333,13 @@ class Tensor(TensorMethods):
         same = len(value._names) == len(self._names)
         self._names = _names.unify(self._names, value._names, "data") if same else value._names
         self._data = value._data
+        # the new array is no view of what this tensor viewed: edits must reach neither that base nor
+        # its other views, so the view link goes and the version counter is this tensor's own
+        try:
+            del self._view
+        except AttributeError:
+            pass
+        self._vc = [0]
 
     def detach_(self) -> "Tensor":
         """Take this tensor out of the graph in place (it becomes a leaf that does not require grad)."""

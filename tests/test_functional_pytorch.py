@@ -208,13 +208,28 @@ def test_dropout_in_place_writes_into_its_input():
     assert F.dropout(z, 0.5, training=False, inplace=True) is z and (arr(z) == 1).all()
 
 
-def test_dropout_in_place_refuses_a_tensor_that_requires_grad():
+def test_dropout_in_place_refuses_a_leaf_that_requires_grad():
     x = t64((3, 2), ("batch", "feat"))
-    with pytest.raises(RuntimeError, match=r"dropout: in-place edit of a tensor that requires grad \(names "
+    with pytest.raises(RuntimeError, match=r"^dropout: in-place edit of a tensor that requires grad \(a leaf, names "
                                            r"\('batch', 'feat'\)\)"):
         F.dropout(x, 0.5, inplace=True)
     with nt.no_grad():
         assert F.dropout(x, 0.5, inplace=True) is x
+
+
+def test_dropout_in_place_inside_the_graph_equals_out_of_place():
+    """As in PyTorch, a non-leaf is edited in place and the edit is recorded: the same values and gradients
+    as the out-of-place call with the same mask."""
+    x = t64((4, 3), ("batch", "feat"))
+    nt.manual_seed(3)
+    out = F.dropout(x * 1.0, 0.5)
+    (want,) = nt.grad(out.sum(), [x])
+    nt.manual_seed(3)
+    h = x * 1.0
+    assert F.dropout(h, 0.5, inplace=True) is h
+    (got,) = nt.grad(h.sum(), [x])
+    assert_close(h.detach(), out.detach())
+    assert_close(got, want)
 
 
 def test_dropout_edge_cases_are_pytorchs():

@@ -477,3 +477,17 @@ def test_dry_run_through_the_meta_backend():
     assert zeros.device == "meta" and prod.shape == (2, 3, 3)
     assert {"lgamma", "erfc", "atan2", "polygamma", "multinomial", "normal", "bernoulli"} <= set(trace.ops)
     assert nt.randperm(5, device="meta").shape == (5,)
+
+
+def test_data_setter_ends_the_view_link():
+    """After ``v.data = other`` the view ``v`` holds another array: its edits must reach neither its old base's
+    version counter nor (recorded in a graph) the base's history."""
+    base = nt.zeros(2, 3, dtype=nt.float64)
+    v = base[0]
+    before = base._version
+    v.data = nt.ones(3, dtype=nt.float64)
+    v.add_(1.0)
+    assert base._version == before and base.tolist() == [[0.0] * 3] * 2
+    w = nt.ones(3, dtype=nt.float64, requires_grad=True)
+    v.mul_(w)
+    assert base.grad_fn is None and v.grad_fn is not None

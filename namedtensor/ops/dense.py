@@ -25,9 +25,10 @@ from typing import Hashable, Optional
 from .. import _dtypes, _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
-from ._common import has_values, tensor_arg, with_names, with_param
+from ._common import flag, has_values, tensor_arg, with_names, with_param
 from ._fused import into, require_floating, same_dtype
-from .inplace import mul_
+from .elementwise import mul
+from .inplace import edit
 
 # ----------------------------------------------------------------------------- linear
 
@@ -216,10 +217,10 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
     indices = input
     tensor_arg(indices, op, "the indices")
     tensor_arg(weight, op, "the weight")
-    for flag, value, off in (("max_norm", max_norm, None), ("scale_grad_by_freq", scale_grad_by_freq, False),
-                             ("sparse", sparse, False)):
+    for option, value, off in (("max_norm", max_norm, None), ("scale_grad_by_freq", scale_grad_by_freq, False),
+                               ("sparse", sparse, False)):
         if value != off:
-            raise NotImplementedError(f"{op}: {flag}={value!r} is not supported; leave it at {off!r}.")
+            raise NotImplementedError(f"{op}: {option}={value!r} is not supported; leave it at {off!r}.")
     if weight.ndim != 2:
         raise ValueError(f"{op}: the weight must be 2-D (vocab, embed), got names {_names.fmt(weight.names)} "
                          f"and shape {weight.shape}.")
@@ -273,16 +274,15 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 
     ``p`` is in ``[0, 1]`` (``p == 1`` zeroes everything, as in PyTorch).  With ``p == 0`` or
     ``training=False`` it returns ``input`` itself.  ``inplace=True`` writes the result into
-    ``input`` and returns it; it is refused while grad mode is on for an input that requires grad
-    (use ``inplace=False``: the same values, recorded for backward).  The mask comes from the
+    ``input`` and returns it, recorded in the graph as any in-place op (refused, as in PyTorch, for a
+    leaf that requires grad while grad mode is on).  The mask comes from the
     backend's random stream (``nt.manual_seed`` makes it reproducible).
     """
     op = "dropout"
     tensor_arg(input, op, "the input")
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
         raise ValueError(f"{op}: p is the probability of zeroing an element, a number in [0, 1]; got {p!r}.")
-    if inplace:
-        input._check_inplace(op)
+    inplace = flag(inplace, "inplace", op)
     if p == 0 or not training:
         return input
     require_floating(input, op, "the input")
@@ -290,6 +290,6 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     keep = B.rand(tuple(input._data.shape), input.dtype) >= p
     scale = 0.0 if p == 1 else 1.0 / (1.0 - p)  # PyTorch multiplies by 0: a nan stays nan
     if inplace:
-        return mul_(input, Tensor._make(B.multiply(B.astype(keep, input._data.dtype), scale),
+        return edit(input, mul, op, Tensor._make(B.multiply(B.astype(keep, input._data.dtype), scale),
                                         _names.unnamed(input.ndim), B))
     return apply(_Dropout, (input,), input._names, keep=keep, scale=scale)

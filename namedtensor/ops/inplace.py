@@ -280,7 +280,11 @@ def _apply_inplace(t: Tensor, fn: str, operands: tuple, op: str) -> None:
     t._bump()
 
 
-def _binary_inplace(name: str, backend_fn: str, out_of_place: Callable, float_result: bool = False):
+def _binary_inplace(name: str, backend_fn: str, out_of_place: Callable, float_result: bool = False,
+                    saves_self: bool = True):
+    """The in-place form of a binary op; ``saves_self`` says whether its backward reads self's old value,
+    which must then be copied before the write (add and sub read neither operand)."""
+
     def fn(self: Tensor, other) -> Tensor:
         graph = _records(self, name, other)
         if float_result and self.dtype.kind != "f":
@@ -290,7 +294,8 @@ def _binary_inplace(name: str, backend_fn: str, out_of_place: Callable, float_re
             )
         o, names = _other(self, other, self._names, name)
         if graph:
-            return _commit(self, out_of_place(_snapshot(_current(self)), other), names, name)
+            old = _current(self)
+            return _commit(self, out_of_place(_snapshot(old) if saves_self else old, other), names, name)
         _apply_inplace(self, backend_fn, (o,), name)
         self._names = names
         return self
@@ -301,8 +306,8 @@ def _binary_inplace(name: str, backend_fn: str, out_of_place: Callable, float_re
     return fn
 
 
-add_ = _binary_inplace("add_", "add", elementwise.add)
-sub_ = _binary_inplace("sub_", "subtract", elementwise.sub)
+add_ = _binary_inplace("add_", "add", elementwise.add, saves_self=False)
+sub_ = _binary_inplace("sub_", "subtract", elementwise.sub, saves_self=False)
 mul_ = _binary_inplace("mul_", "multiply", elementwise.mul)
 div_ = _binary_inplace("div_", "divide", elementwise.div, float_result=True)
 

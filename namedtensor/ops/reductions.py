@@ -50,7 +50,9 @@ __all__ = [
 
 
 def _plan(t: Tensor, dim, keepdim: bool, op: str):
-    return _names.reduce(t._names, _names.hashable_dims(dim), flag(keepdim, "keepdim", op), op)
+    """``(axes, names, keepdim)``: the reduced axes and the output names, and ``keepdim`` checked (a bool)."""
+    keepdim = flag(keepdim, "keepdim", op)
+    return _names.reduce(t._names, _names.hashable_dims(dim), keepdim, op) + (keepdim,)
 
 
 def _expand_back(g: Tensor, node) -> Tensor:
@@ -94,8 +96,8 @@ def sum(t: Tensor, dim: Dims = None, keepdim: bool = False,
     """Sum over ``dim`` (a name, an int, a tuple of them, or ``None`` for all)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_spelling("sum", dim, axis, keepdim, keepdims)
-    axes, names = _plan(t, dim, keepdim, "sum")
-    return apply(_Sum, (t,), names, axes=axes, keepdim=bool(keepdim))
+    axes, names, keepdim = _plan(t, dim, keepdim, "sum")
+    return apply(_Sum, (t,), names, axes=axes, keepdim=keepdim)
 
 
 class _Mean(Op):
@@ -116,8 +118,8 @@ def mean(t: Tensor, dim: Dims = None, keepdim: bool = False,
     """Mean over ``dim``; integer tensors are averaged in float64."""
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_spelling("mean", dim, axis, keepdim, keepdims)
-    axes, names = _plan(t, dim, keepdim, "mean")
-    return apply(_Mean, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim))
+    axes, names, keepdim = _plan(t, dim, keepdim, "mean")
+    return apply(_Mean, (as_float_tensor(t),), names, axes=axes, keepdim=keepdim)
 
 
 # ----------------------------------------------------------------------------- scans
@@ -259,8 +261,8 @@ def prod(t: Tensor, dim: Dims = None, keepdim: bool = False,
     The gradient is right with zeros in the input (it never divides by it)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_spelling("prod", dim, axis, keepdim, keepdims)
-    axes, names = _plan(t, dim, keepdim, "prod")
-    return apply(_Prod, (t,), names, axes=axes, keepdim=bool(keepdim))
+    axes, names, keepdim = _plan(t, dim, keepdim, "prod")
+    return apply(_Prod, (t,), names, axes=axes, keepdim=keepdim)
 
 
 # ----------------------------------------------------------------------------- max, min
@@ -297,9 +299,9 @@ def _tie_weights(node, x, extreme, names) -> Tensor:
 
 
 def _extreme(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
-    axes, names = _plan(t, dim, keepdim, op)
+    axes, names, keepdim = _plan(t, dim, keepdim, op)
     nonempty(t, axes, op)
-    return apply(_Amax if largest else _Amin, (t,), names, axes=axes, keepdim=bool(keepdim), largest=largest)
+    return apply(_Amax if largest else _Amin, (t,), names, axes=axes, keepdim=keepdim, largest=largest)
 
 
 def amax(t: Tensor, dim: Dims = None, keepdim: bool = False,
@@ -373,11 +375,11 @@ def _arg_extreme(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Tenso
         keepdim = flag(keepdim, "keepdim", op)
         nonempty(t, range(t.ndim), op)
         names = t._names if keepdim else ()
-        return apply(_Argmax, (t,), names, axis=None, keepdim=bool(keepdim), largest=largest)
+        return apply(_Argmax, (t,), names, axis=None, keepdim=keepdim, largest=largest)
     ax = _one_axis(t, dim, op)
-    _, names = _plan(t, dim, keepdim, op)
+    _, names, keepdim = _plan(t, dim, keepdim, op)
     nonempty(t, (ax,), op)
-    return apply(_Argmax, (t,), names, axis=ax, keepdim=bool(keepdim), largest=largest)
+    return apply(_Argmax, (t,), names, axis=ax, keepdim=keepdim, largest=largest)
 
 
 def argmax(t: Tensor, dim: Dims = None, keepdim: bool = False,
@@ -431,8 +433,8 @@ def _correction(unbiased: Optional[bool], correction, op: str):
 
 def _variance(t: Tensor, dim: Dims, unbiased: Optional[bool], keepdim: bool, correction, op: str) -> Tensor:
     c = _correction(unbiased, correction, op)
-    axes, names = _plan(t, dim, keepdim, op)
-    return apply(_Var, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim), correction=c)
+    axes, names, keepdim = _plan(t, dim, keepdim, op)
+    return apply(_Var, (as_float_tensor(t),), names, axes=axes, keepdim=keepdim, correction=c)
 
 
 def var(t: Tensor, dim: Dims = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
@@ -497,9 +499,9 @@ def logsumexp(t: Tensor, dim: Dims = None, keepdim: bool = False,
     """``log(sum(exp(t)))`` over ``dim``, computed without overflow (``None``: all dims)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_spelling("logsumexp", dim, axis, keepdim, keepdims)
-    axes, names = _plan(t, dim, keepdim, "logsumexp")
+    axes, names, keepdim = _plan(t, dim, keepdim, "logsumexp")
     nonempty(t, axes, "logsumexp")
-    return apply(_LogSumExp, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim))
+    return apply(_LogSumExp, (as_float_tensor(t),), names, axes=axes, keepdim=keepdim)
 
 
 class _Norm(Op):
@@ -554,10 +556,10 @@ def norm(t: Tensor, p: Union[float, str] = 2, dim: Dims = None, keepdim: bool = 
     if isinstance(p, bool) or not isinstance(p, numbers.Real):
         hint = f" To give the dim, write norm(dim={p!r})." if isinstance(p, (str, tuple, list)) else ""
         raise ValueError(f"norm: p must be a number (2, 1, inf, -inf, 0, ...) or 'fro', got {p!r}.{hint}")
-    axes, names = _plan(t, dim, keepdim, "norm")
+    axes, names, keepdim = _plan(t, dim, keepdim, "norm")
     if p in (math.inf, -math.inf):
         nonempty(t, axes, "norm")
-    return apply(_Norm, (as_float_tensor(t),), names, axes=axes, keepdim=bool(keepdim), p=float(p))
+    return apply(_Norm, (as_float_tensor(t),), names, axes=axes, keepdim=keepdim, p=float(p))
 
 
 _COMPUTE_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
@@ -625,8 +627,8 @@ def any(t: Tensor, dim: Dims = None, keepdim: bool = False,
     """Whether any entry over ``dim`` is non-zero (bool; no gradient)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_spelling("any", dim, axis, keepdim, keepdims)
-    axes, names = _plan(t, dim, keepdim, "any")
-    return apply(_Any, (t,), names, axes=axes, keepdim=bool(keepdim), every=False)
+    axes, names, keepdim = _plan(t, dim, keepdim, "any")
+    return apply(_Any, (t,), names, axes=axes, keepdim=keepdim, every=False)
 
 
 def all(t: Tensor, dim: Dims = None, keepdim: bool = False,
@@ -634,8 +636,8 @@ def all(t: Tensor, dim: Dims = None, keepdim: bool = False,
     """Whether every entry over ``dim`` is non-zero (bool; no gradient)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_spelling("all", dim, axis, keepdim, keepdims)
-    axes, names = _plan(t, dim, keepdim, "all")
-    return apply(_Any, (t,), names, axes=axes, keepdim=bool(keepdim), every=True)
+    axes, names, keepdim = _plan(t, dim, keepdim, "all")
+    return apply(_Any, (t,), names, axes=axes, keepdim=keepdim, every=True)
 
 
 # ----------------------------------------------------------------------------- softmax
