@@ -810,8 +810,8 @@ def _require_shared(all_names: Tuple[Names, ...], n: str, op: str) -> None:
     lacking = ", ".join(f"operand {i} {fmt(names)}" for i, names in enumerate(all_names) if i not in having)
     raise NamesError(
         f"{op}: cannot contract over {n!r}: only operand {having[0]} {fmt(all_names[having[0]])} has it; "
-        f"{lacking + ' lacks it' if lacking else 'it is the only operand'}. A dim in over= must be in at least two operands: check the "
-        f"spelling or rename, and to sum one operand's dim write .sum({n!r})."
+        f"{lacking + ' lacks it' if lacking else 'it is the only operand'}. A dim in over= must be in at least two "
+        f"operands: check the spelling or rename, and to sum one operand's dim write .sum({n!r})."
     )
 
 
@@ -864,7 +864,7 @@ class RearrangePlan(NamedTuple):
 
     ``split_*``: the input with every dim of the pattern's left side split into its words (each
     dim named by its word; the dims under ``...`` keep their names); ``reduce_axes``: the axes of
-    that layout to reduce; ``perm``: the order the remaining dims take; ``expand_*``: the layout
+    that layout to reduce; ``perm``: the order the remaining dims take (``perm_names`` theirs then); ``expand_*``: the layout
     with size-1 dims where the new words of ``repeat`` go, and ``full_shape`` their sizes; ``out_*``:
     the result, the right side's groups merged.
     """
@@ -873,6 +873,7 @@ class RearrangePlan(NamedTuple):
     split_names: Names
     reduce_axes: Tuple[int, ...]
     perm: Tuple[int, ...]
+    perm_names: Names
     expand_shape: Tuple[int, ...]
     expand_names: Names
     full_shape: Tuple[int, ...]
@@ -1051,6 +1052,7 @@ def rearrange_plan(pattern: str, names: Names, shape: Tuple[int, ...], sizes: Tu
         split_names=validate(tuple(e[1] for e in elem), len(elem), op),
         reduce_axes=reduce_axes,
         perm=tuple(kept.index(i) for i in right_kept),
+        perm_names=validate(tuple(label_of[i] for i in right_kept), len(right_kept), op),
         expand_shape=tuple(1 if i in new else size[i] for i in right_ids),
         expand_names=validate(tuple(label_of[i] for i in right_ids), len(right_ids), op),
         full_shape=tuple(size[i] for i in right_ids),

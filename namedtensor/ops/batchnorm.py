@@ -132,7 +132,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Optional[Tensor] = None, 
     names = input._names
     # the channel dim split in place into (group, channel in group): a reshape, no copy when contiguous
     split = _reshape(input, input.shape[:ch] + (num_groups, channels // num_groups) + input.shape[ch + 1:],
-                     names[:ch] + (None, None) + names[ch + 1:])
+                     _names.replace(names, ch, (None, None), op))
     kept = {ch} | {a if a < ch else a + 1 for a in bx}
     reduced = tuple(a for a in range(split.ndim) if a not in kept)
     centered = split - split.mean(reduced, keepdim=True)

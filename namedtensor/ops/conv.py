@@ -82,7 +82,7 @@ class _Conv(Op):
         if node.edges[0] is not None:
             gx = apply(_ConvInputGrad, (g, w), node.in_names[0], shape=tuple(node.in_shapes[0]), **geo)
         if node.edges[1] is not None:
-            gw = apply(_ConvWeightGrad, (x, g), node.in_names[1], wshape=tuple(node.in_shapes[1]), **geo)
+            gw = _weight_grad(node, x, g, geo)
         if len(node.edges) == 2:
             return gx, gw
         return gx, gw, (_bias_grad(g, geo, node.in_names[2]) if node.edges[2] is not None else None)
@@ -107,8 +107,13 @@ class _ConvInputGrad(Op):
         gg = apply(_Conv, (h, w), node.in_names[0], **geo) if node.edges[0] is not None else None
         gw = None
         if node.edges[1] is not None:
-            gw = apply(_ConvWeightGrad, (h, g), node.in_names[1], wshape=tuple(node.in_shapes[1]), **geo)
+            gw = _weight_grad(node, h, g, geo)
         return gg, gw
+
+
+def _weight_grad(node, x: Tensor, g: Tensor, geo: dict) -> Tensor:
+    """The gradient in the weight (input 1 of ``node``) of a convolution of ``x`` whose output gradient is ``g``."""
+    return apply(_ConvWeightGrad, (x, g), node.in_names[1], wshape=tuple(node.in_shapes[1]), **geo)
 
 
 class _ConvWeightGrad(Op):

@@ -50,7 +50,7 @@ def _run(t: Tensor, plan: _names.RearrangePlan, reduction: str = "") -> Tensor:
         x = _reshape(x, plan.split_shape, plan.split_names)
     if plan.reduce_axes:
         x = _REDUCTIONS[reduction](x, plan.reduce_axes)
-    x = _permute(x, plan.perm, tuple(x._names[i] for i in plan.perm))
+    x = _permute(x, plan.perm, plan.perm_names)
     if x.shape != plan.expand_shape:
         x = _reshape(x, plan.expand_shape, plan.expand_names)
     if plan.expand_shape != plan.full_shape:
