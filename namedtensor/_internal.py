@@ -61,7 +61,7 @@ def replace_array(t: Tensor, array: Any, backend: Optional[Backend] = None) -> N
     t._data = array
     if backend is not None:
         t._B = backend
-    version_counter(t)[0] += 1
+    bump_version(t)
 
 
 def check_inplace(t: Tensor, op: str, *others: Any) -> None:

@@ -1520,10 +1520,13 @@ def _same_dim(a: Name, b: Name, what: str, ops: str, op: str) -> Name:
 
 @_cache
 def attention_positional(q: Names, k: Names, v: Names, mask: Optional[Names],
-                         op: str = "scaled_dot_product_attention") -> Tuple[Tuple[int, ...], Tuple[int, ...],
-                                                                            Tuple[int, ...], Optional[Tuple[int, ...]],
-                                                                            Names, Names]:
-    """PyTorch's attention by position: ``(q_src, k_src, v_src, m_src, out_names, weights_names)``.
+                         op: str = "scaled_dot_product_attention") -> Tuple[Names, Tuple[int, ...],
+                                                                            Tuple[int, ...], Tuple[int, ...],
+                                                                            Optional[Tuple[int, ...]], Names, Names]:
+    """PyTorch's attention by position: ``(q_names, q_src, k_src, v_src, m_src, out_names, weights_names)``.
+
+    The output is laid out like q, so q takes the batch dims it broadcasts: ``q_names`` are its names
+    with unnamed size-1 dims in front where it has fewer dims than the output (q itself where not).
 
     q is ``(..., L, E)``, k ``(..., S, E)``, v ``(..., S, Ev)`` and the mask broadcasts to the weights
     ``(..., L, S)``; the batch dims broadcast from the right and their names unify (rule 2), q's and
@@ -1551,8 +1554,9 @@ def attention_positional(q: Names, k: Names, v: Names, mask: Optional[Names],
             _same_dim(weights[lead + i], n, f"the mask's dim {i} and the weights' dim {lead + i}", ops, op)
         m_src = (-1,) * lead + tuple(range(len(mask)))
     out = validate(batch + (q[-2], v[-1]), nb + 2, op)
-    q_src, k_src, v_src = ((-1,) * (nb + 2 - len(t)) + tuple(range(len(t))) for t in (q, k, v))
-    return q_src, k_src, v_src, m_src, out, weights
+    k_src, v_src = ((-1,) * (nb + 2 - len(t)) + tuple(range(len(t))) for t in (k, v))
+    q_names = (None,) * (nb + 2 - len(q)) + q if len(q) < nb + 2 else q
+    return q_names, tuple(range(nb + 2)), k_src, v_src, m_src, out, weights
 
 
 # --------------------------------------------------------------------------- fused layers and losses

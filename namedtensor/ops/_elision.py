@@ -135,14 +135,14 @@ def _broadcasts_into(small, big) -> bool:
     return True
 
 
-def target(a: Tensor, b, refs_a: int, refs_b: int, limit: int, saves_inputs: bool):
+def target(a: Tensor, b, refs_a: int, refs_b: int, limit: int, saves_inputs: bool, grad_enabled: bool):
     """The array to write ``op(a, b)`` into, or None.
 
     ``refs_*`` are the operands' refcounts seen on entering the op, and ``limit`` the count at or
-    below which an operand is a temporary there.  While a graph is recorded, only ops whose backward
-    needs no input (add, sub) may overwrite one.
+    below which an operand is a temporary there.  While a graph is recorded (``grad_enabled``), only
+    ops whose backward needs no input (add, sub) may overwrite one.
     """
-    if saves_inputs and mode.is_grad_enabled() and (a._rg or (isinstance(b, Tensor) and b._rg)):
+    if saves_inputs and grad_enabled and (a._rg or (isinstance(b, Tensor) and b._rg)):
         return None
     B = a._B
     if not B.supports_out:
@@ -167,7 +167,8 @@ def _into_temporary(op, out_fn: str, a, b, refs_a: int, refs_b: int, limit: int)
     """``op(a, b)`` written into a temporary operand's buffer, or None where none can take it."""
     if not isinstance(a, Tensor):
         return None  # a scalar first operand: the tensor on the right is seen through the reflected operator
-    out = target(a, b, refs_a, refs_b, limit, bool(op.saves))
+    grad_enabled, tracer = mode.state.current
+    out = target(a, b, refs_a, refs_b, limit, bool(op.saves), grad_enabled)
     if out is None:
         return None
     B = a._B
@@ -179,8 +180,7 @@ def _into_temporary(op, out_fn: str, a, b, refs_a: int, refs_b: int, limit: int)
     else:
         y = Tensor._make(getattr(B, out_fn)(a._data, b, out=out), a._names, B)
         needs_grad = a._rg
-    grad_enabled, tracer = mode.state.current
-    if needs_grad and grad_enabled:
+    if needs_grad and grad_enabled and op.differentiable:
         record(op, (a, b), (y,), {}, None, B)
     if tracer is not None:
         tracer(op, (a, b), (y,), {})

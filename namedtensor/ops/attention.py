@@ -566,12 +566,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                                                 v._names, _OP)
     else:
         mask = _mask_arg(attn_mask, dtype)
-        q_src, k_src, v_src, m_src, out_names, weights_names = _names.attention_positional(
+        q_names, q_src, k_src, v_src, m_src, out_names, weights_names = _names.attention_positional(
             q._names, k._names, v._names, None if mask is None else mask._names, _OP)
-        if q_src[0] < 0:  # the output is laid out like q, so q gets the batch dims it broadcasts
-            lead = q_src.count(-1)
-            q = _reshape(q, (1,) * lead + tuple(q.shape), (None,) * lead + q._names)
-            q_src = tuple(range(len(q_src)))
+        if len(q_names) != q.ndim:
+            q = _reshape(q, (1,) * (len(q_names) - q.ndim) + tuple(q.shape), q_names)
         plan = (q_src, k_src, v_src, out_names, weights_names)
     q_src, k_src, v_src, out_names, weights_names = plan
     _check_sizes(q, k, v, mask, plan, m_src)
