@@ -2,10 +2,13 @@
 
 Each row times one op, side by side in this process: raw NumPy, namedtensor on
 unnamed tensors, on named tensors, on named tensors that require grad (the
-forward with graph recording), and PyTorch eager (one thread).  The columns
+forward with graph recording), the Array API namespace (``t.__array_namespace__()``,
+the calls a library written for the standard makes) on named tensors, and PyTorch
+eager (one thread).  The columns
 take turns in 25 rounds, in a shuffled order; figures are medians, in microseconds per call, and
 ratios are medians of the per-round ratios to NumPy.  Goal: named
-small ops within 2.5x NumPy, the large op within 1.05x.
+small ops within 2.5x NumPy, the large op within 1.05x; the namespace within a few percent of
+"nt named".
 
     python bench/overhead.py            # PyTorch column if `pip install torch==2.13.0` was done
 
@@ -31,6 +34,7 @@ import timeit  # noqa: E402
 import numpy as np  # noqa: E402
 
 import namedtensor as nt  # noqa: E402
+import namedtensor.array_api as xp  # noqa: E402
 
 try:
     import torch
@@ -73,6 +77,10 @@ def cases():
         e = np.exp(x - x.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
 
+    def xp_softmax(x, axis):  # the standard has no softmax: a library composes it
+        e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
+        return e / xp.sum(e, axis=axis, keepdims=True)
+
     def wrap(arr, names, grad=False):
         t = nt.tensor(arr, names=names)
         return t.requires_grad_() if grad else t
@@ -87,20 +95,22 @@ def cases():
     variants = {"unnamed": nt_set(False, False), "named": nt_set(False, True), "named+grad": nt_set(True, True)}
     dim = {"unnamed": 1, "named": "feat", "named+grad": "feat"}
 
+    # (label, numpy, namedtensor given a variant, the namespace on the named variant, torch given its tensors)
     rows = [
         ("add 32x64 + 64 (broadcast)", lambda: a + b, lambda v, k: (lambda: v["a"] + v["b"]),
-         lambda T: (lambda: T["a"] + T["b"])),
+         lambda v: (lambda: xp.add(v["a"], v["b"])), lambda T: (lambda: T["a"] + T["b"])),
         ("sum over a dim, 32x64", lambda: a.sum(axis=1), lambda v, k: (lambda: v["a"].sum(dim[k])),
-         lambda T: (lambda: T["a"].sum(1))),
+         lambda v: (lambda: xp.sum(v["a"], axis="feat")), lambda T: (lambda: T["a"].sum(1))),
         ("matmul 32x64 @ 64x128", lambda: a @ w, lambda v, k: (lambda: v["a"] @ v["w"]),
-         lambda T: (lambda: T["a"] @ T["w"])),
+         lambda v: (lambda: xp.matmul(v["a"], v["w"])), lambda T: (lambda: T["a"] @ T["w"])),
         ("softmax over a dim, 32x64", lambda: np_softmax(a), lambda v, k: (lambda: v["a"].softmax(dim[k])),
-         lambda T: (lambda: torch.softmax(T["a"], 1))),
+         lambda v: (lambda: xp_softmax(v["a"], "feat")), lambda T: (lambda: torch.softmax(T["a"], 1))),
         ("index by name [:, 2:5]", lambda: a[:, 2:5],
          lambda v, k: ((lambda: v["a"][{"feat": slice(2, 5)}]) if k != "unnamed" else (lambda: v["a"][:, 2:5])),
-         lambda T: (lambda: T["a"][:, 2:5])),
+         lambda v: (lambda: v["a"][:, 2:5]), lambda T: (lambda: T["a"][:, 2:5])),  # the standard indexes by position
         ("a*b+c 1024x1024 (large)", lambda: big[0] * big[1] + big[2],
          lambda v, k: (lambda: v["big"][0] * v["big"][1] + v["big"][2]),
+         lambda v: (lambda: xp.add(xp.multiply(v["big"][0], v["big"][1]), v["big"][2])),
          lambda T: (lambda: T["big"][0] * T["big"][1] + T["big"][2])),
     ]
     torch_set = None
@@ -113,15 +123,16 @@ def cases():
 
 def main() -> None:
     rows, variants, torch_set = cases()
-    cols = ["numpy", "nt unnamed", "nt named", "nt named+grad"] + (["torch eager"] if torch_set else [])
+    cols = ["numpy", "nt unnamed", "nt named", "nt named+grad", "xp named"] + (["torch eager"] if torch_set else [])
     print(f"namedtensor {nt.__version__}, numpy {np.__version__}" + (f", torch {torch.__version__}" if torch else
                                                                       ", torch not installed"))
     print("median microseconds per call (median of per-round ratios to numpy; the columns take turns)\n")
     header = f"| {'op':30s} | " + " | ".join(f"{c:>16s}" for c in cols) + " |"
     print(header)
     print("|" + "-" * 32 + "|" + "|".join("-" * 18 for _ in cols) + "|")
-    for label, np_fn, nt_fn, torch_fn in rows:
+    for label, np_fn, nt_fn, xp_fn, torch_fn in rows:
         fns = [np_fn] + [nt_fn(variants[key], key) for key in ("unnamed", "named", "named+grad")]
+        fns.append(xp_fn(variants["named"]))
         if torch_set:
             fns.append(torch_fn(torch_set))
         medians, ratios = interleaved(fns, rounds=25)

@@ -1791,3 +1791,492 @@ def match_spec(names: Names, spec: Tuple) -> Optional[Tuple[int, ...]]:
     if any(names[ax] != want for ax, want in zip(axs, wanted)):
         return None
     return axs
+
+
+# --------------------------------------------------------------------------- complex numbers (ops/complex.py)
+
+
+@_cache
+def view_as_real(names: Names, name: Name, op: str = "view_as_real") -> Names:
+    """``view_as_real``: the input's names plus a new last dim of the real and imaginary parts, named
+    ``name`` (``None``: unnamed)."""
+    return insert(names, len(names), name, op)
+
+
+@_cache
+def view_as_complex(names: Names, shape: Tuple[int, ...], op: str = "view_as_complex") -> Names:
+    """``view_as_complex``: the input's names without its last dim, which holds the parts (size 2)."""
+    if not shape or shape[-1] != 2:
+        raise ValueError(f"{op}: the last dim must hold the real and imaginary parts (size 2); got names "
+                         f"{fmt(names)} and shape {shape}. The input of view_as_real's shape (..., 2) is expected.")
+    return names[:-1]
+
+
+# --------------------------------------------------------------------------- shape helpers (ops/shaping.py)
+
+
+@_cache
+def repeat_interleave(names: Names, dim: Hashable, repeats: Optional[Names],
+                      op: str = "repeat_interleave") -> Tuple[int, Names]:
+    """``repeat_interleave(t, repeats, dim)``: the output keeps ``t``'s names (``dim`` grows); ``(axis, names)``.
+
+    ``repeats`` are the names of a 1-D tensor of counts (``None`` for an int): it has one count per
+    entry of ``dim``, so its name, where both are named, must be the dim's, and it must not be
+    another dim of ``t``."""
+    a = axis(names, dim, op)
+    r = repeats[0] if repeats else None
+    if r is not None and names[a] is not None and r != names[a]:
+        raise NamesError(
+            f"{op}: repeats is named {fmt(repeats)} but the repeated dim is {_dim_label(names, a)} of {fmt(names)}; "
+            "repeats holds one count per entry of that dim, so the names must agree: rename repeats, or pass "
+            f"dim={r!r} if that is the dim meant."
+        )
+    if r is not None and names[a] is None and r in names:
+        raise _misaligned(op, names, repeats, r,
+                          f"repeats counts the entries of dim {a}, not of {r!r}: pass dim={r!r}, or rename repeats.")
+    return a, names
+
+
+@_cache
+def unfold(names: Names, dim: Hashable, name: Name, op: str = "unfold") -> Tuple[int, Names]:
+    """``t.unfold(dim, size, step, name=)``: ``dim`` keeps its name (it now counts the windows) and a new
+    last dim, the window, is named ``name`` (unnamed by default); ``(axis, names)``."""
+    a = axis(names, dim, op)
+    _check_name(name, op)
+    if name is not None and name in names:
+        raise NamesError(
+            f"{op}: the window dim's name {name!r} is already a dim of {fmt(names)}; choose another name."
+        )
+    return a, names + (name,)
+
+
+@_cache
+def reshape_as(names: Names, other: Names, shape: Tuple[int, ...], other_shape: Tuple[int, ...],
+               op: str = "reshape_as") -> Tuple[Names, Names]:
+    """``t.reshape_as(other)``/``t.view_as(other)``: ``reshape``'s rule to ``other``'s shape, then the
+    result takes ``other``'s names where ``other`` is named: at each position the name the reshape kept
+    and ``other``'s are equal or one is ``None`` (rule 2, :func:`unify`).  ``(names, dropped)``, the
+    input's names that the result lost."""
+    kept, dropped = reshape(names, None, shape, other_shape, op)
+    try:
+        out = unify(kept, other, op)
+    except NamesError:
+        raise NamesError(
+            f"{op}: reshaping {fmt(names)} {shape} to {other_shape} keeps the names {fmt(kept)}, which do not "
+            f"line up with other's names {fmt(other)}: at each position the names must be equal or one of them "
+            "None. Rename one of the tensors, or use reshape(..., names=)."
+        ) from None
+    return out, tuple(n for n in dropped if n not in out)
+
+
+@_cache
+def diag_embed(names: Names, dim1: Hashable, dim2: Hashable, new: Names,
+               op: str = "diag_embed") -> Tuple[int, int, Names]:
+    """``diag_embed(t, offset, dim1, dim2, names=)``: ``t``'s last dim (the diagonal's entries) goes and two
+    new dims sit at the positions ``dim1`` and ``dim2`` of the result, named ``new`` (a pair, unnamed by
+    default: the diagonal's dim is neither of them); the other dims keep their names.
+    ``(axis1, axis2, names)``."""
+    if not names:
+        raise ValueError(f"{op}: needs at least one dim (the diagonal's entries), got a 0-dim tensor.")
+    n = len(names) + 1
+    positions = []
+    for d in (dim1, dim2):
+        if isinstance(d, str):
+            raise TypeError(
+                f"{op}: dim1 and dim2 are positions of the new dims in the result (ints), got {d!r}; name the new "
+                f"dims with names=, e.g. names=({d!r}, ...)."
+            )
+        positions.append(axis(unnamed(n), d, op))
+    a1, a2 = positions
+    if a1 == a2:
+        raise ValueError(f"{op}: dim1 and dim2 are the same position {a1} of the result; they must differ.")
+    if len(new) != 2:
+        raise NamesError(f"{op}: names= names the two new dims, got {len(new)} names {fmt(new)}.")
+    for x in new:
+        _check_name(x, op)
+    rest = iter(names[:-1])
+    out = tuple(new[0] if i == a1 else new[1] if i == a2 else next(rest) for i in range(n))
+    try:
+        return a1, a2, validate(out, n, op)
+    except NamesError:
+        raise NamesError(
+            f"{op}: the new dims' names {fmt(new)} and the other dims {fmt(names[:-1])} would give {fmt(out)}, "
+            "which repeats a name; choose other names."
+        ) from None
+
+
+@_cache
+def diag(names: Names, new: Optional[Names], op: str = "diag") -> Names:
+    """``diag(t, diagonal, names=)``: a 1-D ``t`` gives a 2-D matrix, a 2-D ``t`` its 1-D diagonal; the
+    result's dims are new (neither is the input's dim), so they are named by ``names=`` only."""
+    if len(names) not in (1, 2):
+        raise ValueError(f"{op}: expects a 1-D or 2-D tensor, got {len(names)} dims {fmt(names)}.")
+    n = 3 - len(names)
+    return unnamed(n) if new is None else validate(new, n, op)
+
+
+@_cache
+def rot90(names: Names, k: int, dims: Tuple, op: str = "rot90") -> Tuple[int, int, int, Names]:
+    """``rot90(t, k, dims)``: a rotation by an odd ``k`` swaps the two dims with their names (PyTorch
+    transposes them), an even ``k`` keeps every name; ``(k % 4, axis0, axis1, names)``."""
+    if len(dims) != 2:
+        raise ValueError(f"{op}: dims must be two dims, got {dims!r}.")
+    if len(names) < 2:
+        raise ValueError(f"{op}: needs at least 2 dims, got {len(names)} dims {fmt(names)}.")
+    a, b = axis(names, dims[0], op), axis(names, dims[1], op)
+    if a == b:
+        raise ValueError(f"{op}: the two dims {dims!r} are the same dim, {_dim_label(names, a)} of {fmt(names)}.")
+    k = _as_int(k, op, "k must be an int") % 4
+    if k % 2 == 0:
+        return k, a, b, names
+    out = list(names)
+    out[a], out[b] = out[b], out[a]
+    return k, a, b, tuple(out)
+
+
+@_cache
+def meshgrid(all_names: Tuple[Names, ...], indexing: str, op: str = "meshgrid") -> Tuple[Names, Tuple[int, ...]]:
+    """``meshgrid(*tensors, indexing)``: 0-D or 1-D inputs; output dim ``i`` has input ``i``'s name (unnamed
+    for an unnamed or 0-D input), and ``"xy"`` swaps the first two.  ``(names, position of each input)``."""
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"{op}: indexing must be 'ij' or 'xy', got {indexing!r}.")
+    for n in all_names:
+        if len(n) > 1:
+            raise ValueError(f"{op}: expects 0-D or 1-D tensors, got one with {len(n)} dims {fmt(n)}.")
+    positions = list(range(len(all_names)))
+    if indexing == "xy" and len(positions) > 1:
+        positions[0], positions[1] = 1, 0
+    out: list = [None] * len(all_names)
+    for n, p in zip(all_names, positions):
+        out[p] = n[0] if n else None
+    try:
+        return validate(out, len(out), op), tuple(positions)
+    except NamesError:
+        raise NamesError(
+            f"{op}: the inputs' names {', '.join(fmt(n) for n in all_names)} repeat a name, but each input becomes "
+            "its own dim of the grid; rename one of them."
+        ) from None
+
+
+# --------------------------------------------------------------------------- scatter family (ops/scatter.py)
+
+
+@_cache
+def scatter(names: Names, ax: int, index: Names, src: Optional[Names], op: str = "scatter") -> Names:
+    """``scatter(t, dim, index, src)``, ``scatter_add`` and ``scatter_reduce``: gather's inverse.
+
+    ``index`` (and ``src``, ``None`` for a number) have ``t``'s number of dims; src is read at the
+    index's positions, so the two unify dim by dim (rule 2).  Outside ``dim`` they must name ``t``'s
+    dims as ``t`` does (``None`` matches any name) and may fill ``t``'s ``None`` dims; at ``dim`` their
+    name is that of the positions they read along (any name but another dim of ``t``'s, as in
+    :func:`gather`).  The output has ``t``'s names, so filled.
+    """
+    if len(index) != len(names):
+        raise ValueError(
+            f"{op}: the index must have the same number of dims as the input: index names {fmt(index)} vs "
+            f"input names {fmt(names)}."
+        )
+    if src is not None:
+        if len(src) != len(index):
+            raise ValueError(
+                f"{op}: src must have the same number of dims as the index: src names {fmt(src)} vs index "
+                f"names {fmt(index)}."
+            )
+        try:
+            index = unify(index, src, op)
+        except NamesError:
+            raise NamesError(
+                f"{op}: the index's names {fmt(index)} and src's {fmt(src)} do not match; src is read at the "
+                "index's positions, so they name the same dims (None matches any name). Rename one of them."
+            ) from None
+    return _scattered(names, ax, index, "index", op)
+
+
+@_cache
+def index_add(names: Names, ax: int, index: Names, source: Names, op: str = "index_add") -> Names:
+    """``index_add(t, dim, index, source)`` and ``index_copy``: index_select's inverse.  ``source`` has
+    ``t``'s dims with ``dim`` as long as the 1-D ``index``; at ``dim`` its name and the index's unify
+    (the positions read along, any name but another dim of ``t``'s); outside it its names meet ``t``'s
+    as in :func:`scatter`.  The output has ``t``'s names, ``None`` dims filled by source's."""
+    if len(source) != len(names):
+        raise ValueError(
+            f"{op}: source must have the same number of dims as the input: source names {fmt(source)} vs input "
+            f"names {fmt(names)}."
+        )
+    at, own = index[0], source[ax]
+    if at is not None and own is not None and at != own:
+        raise NamesError(
+            f"{op}: the index is named {at!r} but source's dim {ax} is named {own!r}; source's dim {ax} holds "
+            "the values for the index's positions, so they name the same dim. Rename one of them."
+        )
+    return _scattered(names, ax, source[:ax] + (own if own is not None else at,) + source[ax + 1:], "source", op)
+
+
+def _scattered(names: Names, ax: int, other: Names, what: str, op: str) -> Names:
+    """``names`` with the ``None`` dims outside ``ax`` named by ``other`` (a tensor written into ``names``
+    along ``ax``), after checking that ``other`` names no dim of ``names`` at another position."""
+    at = other[ax]
+    if at is not None and at != names[ax] and at in names:
+        raise NamesError(
+            f"{op}: the {what}'s dim {ax} is named {at!r}, which is another dim of the input {fmt(names)}: "
+            f"the {what} would write along {_dim_label(names, ax)} values that belong to {at!r}. Rename the "
+            f"{what}'s dim, or scatter along {at!r}."
+        )
+    out = list(names)
+    for d, (x, y) in enumerate(zip(names, other)):
+        if d == ax or y is None or x == y:
+            continue
+        if x is not None:
+            raise NamesError(
+                f"{op}: the {what}'s names {fmt(other)} do not match the input's {fmt(names)} outside dim {ax}: "
+                f"{x!r} vs {y!r} at dim {d}. Rename one of them (None matches any name)."
+            )
+        if y in names:
+            raise _misaligned(op, names, other, y, f"Rename the {what}'s dim {d}, or align it with align_as.")
+        out[d] = y
+    return validate(out, len(out), op)
+
+
+# --------------------------------------------------------------------------- statistics (quantile, trapezoid,
+# cosine_similarity): ops/statistics.py
+
+
+@_cache
+def quantile(names: Names, dim: Hashable, keepdim: bool, q: Optional[Names],
+             op: str = "quantile") -> Tuple[Optional[int], Names]:
+    """``quantile``/``nanquantile``: the reduced axis (``None`` for ``dim=None``: every dim, flattened) and
+    the output names: the input's without the reduced dim (all of them, as size-1 dims, with ``keepdim``),
+    after a leading dim for the quantiles when ``q`` (its names; ``None`` for a number or a 0-dim q) is a
+    1-D tensor.  That dim has q's name, which must not be a name of the rest of the result."""
+    if dim is None:
+        ax, out = None, (names if keepdim else ())
+    else:
+        ax = axis(names, dim, op)
+        out = names if keepdim else remove(names, ax)
+    if q is None:
+        return ax, out
+    if q[0] is not None and q[0] in out:
+        raise NamesError(
+            f"{op}: q's dim {q[0]!r} would lead the result, whose other dims are {fmt(out)}, and repeat a name; "
+            "rename q (q.rename(None) leaves the quantile dim unnamed)."
+        )
+    return ax, validate((q[0],) + out, len(out) + 1, op)
+
+
+@_cache
+def reduce_broadcast(a: Names, b: Names, dim: Hashable, op: str) -> Tuple[int, Names]:
+    """Two operands broadcast (rule 2) and one dim of the result reduced (``cosine_similarity``): the axis
+    of ``dim`` in the broadcast result and the result's names without it."""
+    names = unify(a, b, op)
+    ax = axis(names, dim, op)
+    return ax, remove(names, ax)
+
+
+@_cache
+def trapezoid(y: Names, x: Optional[Names], dim: Hashable, op: str = "trapezoid") -> Tuple[int, Names]:
+    """``trapezoid(y, x, dim=)``: the axis integrated along, in the broadcast of ``y`` and ``x`` (in ``y``
+    without ``x``, or with a 1-D ``x``, which gives the sample points along ``dim``, named like it where
+    both have a name), and the output names: the broadcast names without that dim."""
+    ax = axis(y, dim, op)
+    if x is None:
+        return ax, remove(y, ax)
+    if len(x) == 1:
+        if x[0] is not None and y[ax] is not None and x[0] != y[ax]:
+            raise NamesError(
+                f"{op}: x's dim {x[0]!r} gives the sample points along y's {_dim_label(y, ax)} of {fmt(y)}; "
+                "the names must be equal. Rename one of them."
+            )
+        if x[0] is not None and y[ax] is None and x[0] in y:
+            raise NamesError(
+                f"{op}: x's dim {x[0]!r} gives the sample points along y's {_dim_label(y, ax)} of {fmt(y)}, "
+                f"but y has {x[0]!r} at another position. Pass dim={x[0]!r}, or rename x."
+            )
+        return ax, remove(y, ax)
+    names = unify(y, x, op)
+    ax += len(names) - len(y)
+    return ax, remove(names, ax)
+
+
+# --------------------------------------------------------------------------- linalg (nt.linalg's matrix functions)
+
+
+@_cache
+def matrix_dims(names: Names, dims: Hashable, op: str) -> Tuple[Optional[Tuple[int, ...]], Names, Name, Name]:
+    """The two matrix dims of a matrix function: ``dims`` is ``(row, col)``, names or ints, or ``None`` for
+    the last two (PyTorch's).  Returns ``(perm, batch, row, col)``: ``perm`` moves the two dims last and
+    keeps the other dims (the batch dims) in their order, ``None`` when they are last already; ``batch``
+    are those dims' names, ``row`` and ``col`` the matrix dims' names."""
+    if len(names) < 2:
+        raise ValueError(f"{op}: expects a matrix or a batch of matrices (at least 2 dims), got {len(names)} "
+                         f"dims {fmt(names)}.")
+    if dims is None:
+        r, c = len(names) - 2, len(names) - 1
+    else:
+        if not isinstance(dims, tuple) or len(dims) != 2:
+            raise TypeError(f"{op}: dims must be a pair (row, col) of dim names or ints, got {dims!r}.")
+        r, c = axis(names, dims[0], op), axis(names, dims[1], op)
+        if r == c:
+            raise NamesError(f"{op}: dims={dims!r} name the same dim twice in {fmt(names)}; a matrix's row and "
+                             "column dims are two different dims.")
+    batch_axes = tuple(i for i in range(len(names)) if i not in (r, c))
+    perm = batch_axes + (r, c)
+    batch = tuple(names[i] for i in batch_axes)
+    return (None if perm == tuple(range(len(names))) else perm), batch, names[r], names[c]
+
+
+@_cache
+def matrix_result(names: Names, dims: Hashable, layout: str, op: str) -> Tuple[Optional[Tuple[int, ...]], Names]:
+    """``(perm, names)`` of a matrix function's result, the batch dims first, in their order: ``layout``
+    ``"same"`` keeps the matrix dims as ``(row, col)`` (``inv cholesky matrix_power``), ``"swapped"`` gives
+    ``(col, row)`` (``pinv``: its rows are the input's columns) and ``"removed"`` drops them (``det slogdet
+    trace matrix_rank svdvals eigvalsh``)."""
+    perm, batch, row, col = matrix_dims(names, dims, op)
+    out = {"same": batch + (row, col), "swapped": batch + (col, row), "removed": batch}[layout]
+    return perm, validate(out, len(out), op)
+
+
+@_cache
+def matrix_factors(names: Names, dims: Hashable, name: Name, kind: str,
+                   op: str) -> Tuple[Optional[Tuple[int, ...]], Tuple[Names, ...]]:
+    """``(perm, names of each factor)`` of a decomposition, whose factors share a new dim ``k`` named
+    ``name`` (unnamed when None): ``svd`` U ``(row, k)``, S ``(k,)``, Vh ``(k, col)``; ``eigh`` eigenvalues
+    ``(k,)``, eigenvectors ``(row, k)``; ``qr`` Q ``(row, k)``, R ``(k, col)``; batch dims first."""
+    perm, batch, row, col = matrix_dims(names, dims, op)
+    _check_name(name, op)
+    if name is not None and (name in batch or name in (row, col)):
+        raise NamesError(f"{op}: name={name!r} for the new dim of the factors is already a dim of the input "
+                         f"{fmt(names)}; choose another name.")
+    k = (name,)
+    outs = {"svd": (batch + (row,) + k, batch + k, batch + k + (col,)),
+            "eigh": (batch + k, batch + (row,) + k),
+            "qr": (batch + (row,) + k, batch + k + (col,))}[kind]
+    return perm, tuple(validate(o, len(o), op) for o in outs)
+
+
+@_cache
+def solve(a: Names, b: Names, dims: Hashable, vector: bool, left: bool,
+          op: str = "solve") -> Tuple[Optional[Tuple[int, ...]], Names]:
+    """``(perm of a, names of x)`` for ``a @ x = b`` (``x @ a = b`` when not ``left``), ``b`` by position as
+    in PyTorch: ``(..., n, k)``, ``(..., k, n)`` when not ``left``, or ``(..., n)`` when ``vector``.  The
+    dim ``n`` of ``b`` meets a's row dim (its col dim when not ``left``): where both are named, the names
+    must be equal.  In ``x`` that dim has a's other matrix dim's name (b's name where ``a`` names neither);
+    the batch dims of ``a`` and ``b`` unify (rule 2)."""
+    perm, batch_a, row, col = matrix_dims(a, dims, op)
+    meet, other = (row, col) if left else (col, row)
+    lead = len(b) - (1 if vector else 2)
+    batch_b = b[:lead]
+    n_name = b[-1] if vector or not left else b[-2]
+    if meet is not None and n_name is not None and meet != n_name:
+        which = "row" if left else "column"
+        raise NamesError(
+            f"{op}: A's {which} dim {meet!r} (A {fmt(a)}) meets B's dim {n_name!r} (B {fmt(b)}); they are the same "
+            "dim of the system, so their names must be equal (or one unnamed). Rename one of them."
+        )
+    x_name = other if other is not None else (n_name if meet is None else None)
+    batch = unify(batch_a, batch_b, op)
+    rest = batch if vector else batch + (b[-1] if left else b[-2],)
+    if x_name is not None and x_name in rest:
+        raise NamesError(
+            f"{op}: X would name two dims {x_name!r}: the dim that meets A's {'column' if left else 'row'} dim, and "
+            f"B's dim {x_name!r} (A {fmt(a)}, B {fmt(b)}). Rename B's dim (or A's)."
+        )
+    out = batch + ((x_name,) if vector else (x_name, b[-1]) if left else (b[-2], x_name))
+    return perm, validate(out, len(out), op)
+
+
+@_cache
+def tensordot(a: Names, b: Names, dims_a: Tuple, dims_b: Tuple,
+              op: str = "tensordot") -> Tuple[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], Names]:
+    """``tensordot``: the dims ``dims_a`` of ``a`` are contracted with ``dims_b`` of ``b``, pair by pair (names
+    or ints); a pair's names must be equal where both are named.  The output is a's other dims then b's, which
+    must not share a name.  Returns einsum ids ``(ids_a, ids_b, out_ids, names)``."""
+    if len(dims_a) != len(dims_b):
+        raise ValueError(f"{op}: dims gives {len(dims_a)} dims of a but {len(dims_b)} of b; they are contracted "
+                         "in pairs.")
+    axa = _axes(a, tuple(dims_a), op)
+    axb = _axes(b, tuple(dims_b), op)
+    for x, y in zip(axa, axb):
+        if a[x] is not None and b[y] is not None and a[x] != b[y]:
+            raise NamesError(
+                f"{op}: the contracted dims differ: {_dim_label(a, x)} of {fmt(a)} vs {_dim_label(b, y)} of {fmt(b)}. "
+                "tensordot checks contracted names; rename one if they really are the same dim, or use "
+                "nt.dot(..., over=...) to contract by name."
+            )
+    free_a = tuple(i for i in range(len(a)) if i not in axa)
+    free_b = tuple(j for j in range(len(b)) if j not in axb)
+    rest_a, rest_b = tuple(a[i] for i in free_a), tuple(b[j] for j in free_b)
+    for n in rest_a:
+        if n is not None and n in rest_b:
+            raise NamesError(
+                f"{op}: the result would have a's other dims {fmt(rest_a)} and b's {fmt(rest_b)}, which share the "
+                f"name {n!r}; contract it too, rename one, or use nt.dot to keep it as a batch dim."
+            )
+    out = validate(rest_a + rest_b, len(rest_a) + len(rest_b), op)
+    ids_a = tuple(range(len(a)))
+    partner = dict(zip(axb, axa))
+    fresh = iter(range(len(a), len(a) + len(free_b)))
+    ids_b = tuple(partner[j] if j in partner else next(fresh) for j in range(len(b)))
+    return ids_a, ids_b, free_a + tuple(ids_b[j] for j in free_b), out
+
+
+@_cache
+def cross(a: Names, b: Names, dim: Hashable, op: str = "cross") -> Tuple[Names, int]:
+    """``cross(a, b, dim)``: the operands broadcast (rule 2), and ``dim`` (a name or an int) is a dim of the
+    result, which has the unified names.  Returns ``(names, axis)``."""
+    out = unify(a, b, op)
+    return out, axis(out, dim, op)
+
+
+# ----------------------------------------------------------------------------- spectral (the FFTs)
+
+
+@_cache
+def spectral(names: Names, dims: Hashable, out_names: Optional[Tuple[Name, ...]],
+             op: str = "fft") -> Tuple[Tuple[int, ...], Names]:
+    """The FFTs (``namedtensor.fft``): ``(axes, output names)``.  Each transformed dim keeps its place
+    and its name (its frequencies stand where its samples stood), or takes the one ``out_names``
+    gives for it, in the order of ``dims``; the other dims are untouched."""
+    ax = _axes(names, dims, op)
+    if out_names is None:
+        return ax, names
+    if len(out_names) != len(ax):
+        raise NamesError(f"{op}: {len(out_names)} output name(s) {tuple(out_names)!r} for {len(ax)} transformed "
+                         f"dim(s) of a tensor with names {fmt(names)}; give one per transformed dim.")
+    validate(out_names, len(out_names), op)
+    out = list(names)
+    for a, n in zip(ax, out_names):
+        out[a] = n
+    kept = {n for i, n in enumerate(names) if i not in ax}
+    if any(n is not None and n in kept for n in out_names):
+        raise NamesError(f"{op}: renaming the transformed dims of {fmt(names)} to {tuple(out_names)!r} would "
+                         "repeat a name; pick names no other dim has.")
+    return ax, tuple(out)
+
+
+# ----------------------------------------------------------------------------- sets and search (ops/sets.py)
+
+
+@_cache
+def unique(names: Names, dim: Hashable, op: str = "unique") -> Tuple[Optional[int], Names, Names, Names]:
+    """``unique``/``unique_consecutive``: ``(axis, values' names, inverse's names, counts' names)``.
+
+    With ``dim`` the unique slices are a selection along it: the values keep the input's names and the
+    inverse and the counts are 1-D, named as ``dim``.  Without, the input is read flat: a 1-D input
+    keeps its name, a flattened one's values are unnamed; the inverse has the input's names."""
+    if dim is None:
+        flat = names if len(names) == 1 else (None,)
+        return None, flat, names, flat
+    ax = axis(names, dim, op)
+    return ax, names, (names[ax],), (names[ax],)
+
+
+@_cache
+def searchsorted(sequence: Names, values: Names, op: str = "searchsorted") -> Names:
+    """``searchsorted``: the values' names; an N-dim sequence's leading dims and the values' leading
+    dims are the same batch, so their names unify (rule 2)."""
+    if len(sequence) == 1:
+        return values
+    if len(sequence) != len(values):
+        raise ValueError(f"{op}: an N-dim sorted_sequence {fmt(sequence)} needs input with as many dims, got "
+                         f"{fmt(values)}; use a 1-D sequence to search every value in one.")
+    return unify(sequence[:-1], values[:-1], op) + values[-1:]

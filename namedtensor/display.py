@@ -4,7 +4,8 @@ The HTML shows the names as headers: a header line (``batch: 4 × seq: 16``, dty
 device, grad state), then the values — a 0-dim tensor's value, a 1-D tensor as one
 row under its dim's name, a 2-D tensor as a table with the row dim's name in the
 corner and the column dim's name over the columns, and for higher ranks a summary
-(min/max/mean) plus the first 2-D slice, its position stated.  Dims longer than
+(min/max/mean; for complex data, which has no order, the largest modulus and the mean) plus the
+first 2-D slice, its position stated.  Dims longer than
 ``MAX_ITEMS`` show their first and last ``EDGE_ITEMS`` entries around an ellipsis.
 Values are formatted as ``repr`` formats them.  Unnamed dims read ``dim 0``, ``dim 1``...
 
@@ -120,10 +121,13 @@ def _table_2d(t: Tensor, x, row_ax: int, col_ax: int) -> str:
 
 
 def _stats(t: Tensor) -> str:
-    """``min/max/mean`` of numeric (non-bool) data, as ``repr`` writes numbers; '' for bool data."""
+    """``min/max/mean`` of numeric (non-bool) data, as ``repr`` writes numbers; '' for bool data; for complex
+    data the largest modulus and the mean."""
     if t.dtype.kind == "b":
         return ""
     B, x = backend_of(t), t.array
+    if t.dtype.kind == "c":
+        return f"max |z| {_cells(t, B.max(B.abs(x), axis=None))[0]} · mean {_cells(t, B.mean(x, axis=None))[0]}"
     lo, hi = _cells(t, B.min(x, axis=None)), _cells(t, B.max(x, axis=None))
     # the mean of integers is a float: take it in float64 so strict backends accept it
     mean = _cells(t, B.mean(x if t.dtype.kind == "f" else B.astype(x, B.native(_dtypes.float64)), axis=None))
@@ -191,6 +195,9 @@ def plot(t: Tensor, ax: Any = None, **kwargs: Any) -> Any:
         )
     if t.numel() == 0:
         raise ValueError(f"plot(): the tensor is empty (shape {t.shape}), there is nothing to draw.")
+    if t.dtype.kind == "c":
+        raise ValueError(f"plot(): complex values ({t.dtype!r}) have no one value to draw; plot t.real, t.imag, "
+                         "t.abs() or t.angle().")
     plt = _pyplot()
     if ax is None:
         ax = plt.gca()

@@ -156,7 +156,11 @@ def from_dlpack(x, names: Sequence[str | None] | None = None, device: str | None
     if names is None and isinstance(x, Tensor):
         names = x.names
     B = backends.get(_dlpack_device(x) if device is None else device)
-    arr = B.xp.from_dlpack(x)
+    try:
+        arr = B.xp.from_dlpack(x)
+    except (BufferError, RuntimeError) as e:  # a dtype the namespace lacks (bfloat16 for NumPy): its words
+        raise TypeError(f"from_dlpack: the {B.name} backend cannot take this {type(x).__name__} ({e}); convert it "
+                        "to one of namedtensor's dtypes first.") from None
     B.dtype_of(arr)  # a TypeError naming the supported dtypes, instead of a failure in a later op
     return wrap(arr, _names.validate(names, len(arr.shape), "from_dlpack"), B)
 

@@ -21,9 +21,11 @@ What lives here:
   semantics are kept where they differ from PyTorch's spelling: ``np.max`` is ``amax``,
   ``np.std``/``np.var`` use ``ddof=0``, ``np.sort`` returns values only, and NumPy's letter
   specs for ``np.einsum`` label positions (each letter takes the name of the dims it labels).
-  A full reduction gives a 0-dim tensor, not a NumPy scalar.
+  A full reduction gives a 0-dim tensor, not a NumPy scalar.  ``np.real``, ``np.imag`` and
+  ``np.angle`` (``deg=`` too) are the complex ops, ``np.conj`` the ufunc ``conjugate``.
   ``NO_DIMS`` lists functions whose result has no dims (``allclose``, ``array_equal``, ``shape``,
-  ``ndim``, ``size``): they run on the values, as nothing named is lost.
+  ``ndim``, ``size``, ``iscomplexobj``, ``isrealobj``): they run on the values, as nothing named
+  is lost.
 * What raises: any other ufunc, ufunc method or function, and options the op cannot honour
   (``dtype=``, ``where=``, an ndarray ``out=``, ...) raise a ``TypeError`` naming the function
   and the two ways out: ``t.numpy()`` (names are dropped, explicitly) or ``nt.lift``.  Names
@@ -39,12 +41,14 @@ What lives here:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _names
 from ._internal import backend_of, operand, wrap
 from .autograd.mode import is_grad_enabled
+from .ops import complex as C
 from .ops import elementwise as E
 from .ops import joining, linalg, naming, sorting
 from .ops import reductions as R
@@ -78,7 +82,7 @@ UFUNCS: dict[str, Callable] = {
     "reciprocal": E.reciprocal, "equal": E.eq, "not_equal": E.ne, "less": E.lt, "less_equal": E.le,
     "greater": E.gt, "greater_equal": E.ge, "logical_and": E.logical_and, "logical_or": E.logical_or,
     "logical_xor": E.logical_xor, "logical_not": E.logical_not, "isnan": E.isnan, "isinf": E.isinf,
-    "isfinite": E.isfinite, "matmul": linalg.matmul,
+    "isfinite": E.isfinite, "matmul": linalg.matmul, "conjugate": C.conj,
 }
 
 
@@ -305,6 +309,11 @@ def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     return sorting.argsort(a, dim=_along("argsort", axis, a), stable=bool(stable) or kind == "stable")
 
 
+def _angle(z, deg=False):
+    out = C.angle(z)
+    return out * (180 / math.pi) if deg else out
+
+
 def _round(a, decimals=0, out=None):
     _refuse_options("round", out=out)
     if decimals != 0:
@@ -324,11 +333,11 @@ FUNCTIONS: dict[str, Callable] = {
     "matmul": linalg.matmul, "einsum": _einsum, "transpose": _transpose, "permute_dims": _transpose,
     "reshape": _reshape, "clip": _clip, "squeeze": _squeeze, "expand_dims": _expand_dims,
     "moveaxis": _moveaxis, "swapaxes": _swapaxes, "sort": _sort, "argsort": _argsort, "round": _round,
-    "around": _round,
+    "around": _round, "real": C.real, "imag": C.imag, "angle": _angle,
 }
 
 #: functions whose result has no dims, so running them on the values loses no names
-NO_DIMS = frozenset({"allclose", "array_equal", "array_equiv", "shape", "ndim", "size"})
+NO_DIMS = frozenset({"allclose", "array_equal", "array_equiv", "shape", "ndim", "size", "iscomplexobj", "isrealobj"})
 
 
 def _to_arrays(value):

@@ -21,6 +21,22 @@ from ._tensor_methods import TensorMethods
 from .autograd import mode
 
 
+class Size(int):
+    """``t.size``: the element count (an ``int``, the Array API standard's attribute) that, called, is
+    PyTorch's method: ``t.size()`` is the shape, ``t.size(dim)`` one dim's size (by name or position)."""
+
+    def __new__(cls, count: int, tensor: "Tensor") -> "Size":
+        self = super().__new__(cls, count)
+        self._tensor = tensor
+        return self
+
+    def __call__(self, dim=None):
+        t = self._tensor
+        if dim is None:
+            return t.shape
+        return t._data.shape[_names.axis(t._names, dim, "size")]
+
+
 class Tensor(TensorMethods):
     """A tensor with a name (or ``None``) for every dim.  Create with :func:`namedtensor.tensor`."""
 
@@ -85,11 +101,12 @@ class Tensor(TensorMethods):
         """The number of dims (PyTorch's spelling of ``ndim``)."""
         return len(self._names)
 
-    def size(self, dim=None):
-        """The shape, or the size of one dim given by name or position."""
-        if dim is None:
-            return self.shape
-        return self._data.shape[_names.axis(self._names, dim, "size")]
+    @property
+    def size(self) -> "Size":
+        """Both meanings of ``size``: PyTorch's method, ``t.size()`` (the shape) and ``t.size(dim)`` (the
+        size of one dim, by name or position), and the Array API standard's attribute, ``t.size`` (the
+        number of elements, an int)."""
+        return Size(math.prod(self._data.shape), self)
 
     def numel(self) -> int:
         """The number of elements."""
@@ -125,7 +142,7 @@ class Tensor(TensorMethods):
         return d
 
     def is_floating_point(self) -> bool:
-        """Whether the dtype is a float (only those can require grad)."""
+        """Whether the dtype is a float (those and complex ones can require grad)."""
         return self.dtype.kind == "f"
 
     # ------------------------------------------------------------------ conversion
@@ -165,11 +182,14 @@ class Tensor(TensorMethods):
     def __float__(self) -> float:
         return float(self.item())
 
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
     def __int__(self) -> int:
         return int(self.item())
 
     def __index__(self) -> int:
-        if self.dtype.kind not in "ib" or self.numel() != 1:
+        if self.dtype.kind not in "iub" or self.numel() != 1:
             raise TypeError("only a one-element integer tensor can be used as an index.")
         return int(self.item())
 
@@ -225,8 +245,8 @@ class Tensor(TensorMethods):
             if not value:
                 raise RuntimeError("requires_grad_(False) on a tensor computed from others; use .detach().")
             return self
-        if value and self.dtype.kind != "f":
-            raise TypeError(f"only floating-point tensors can require grad, this one is {self.dtype!r}.")
+        if value and self.dtype.kind not in _dtypes.DIFFERENTIABLE:
+            raise TypeError(f"only floating-point and complex tensors can require grad, this one is {self.dtype!r}.")
         self._rg = bool(value)
         return self
 
@@ -328,8 +348,9 @@ class Tensor(TensorMethods):
             raise TypeError(f"data: expected a Tensor, got {type(value).__name__}.")
         if value._B is not self._B:
             raise ValueError(f"data: the new data is on {value.device}, this tensor on {self.device}; move it first.")
-        if self._rg and value.dtype.kind != "f":
-            raise TypeError(f"data: a tensor that requires grad needs floating-point data, got {value.dtype!r}.")
+        if self._rg and value.dtype.kind not in _dtypes.DIFFERENTIABLE:
+            raise TypeError(f"data: a tensor that requires grad needs floating-point or complex data, got "
+                            f"{value.dtype!r}.")
         same = len(value._names) == len(self._names)
         self._names = _names.unify(self._names, value._names, "data") if same else value._names
         self._data = value._data

@@ -230,3 +230,40 @@ def test_conv_transpose_layer_refusals():
         nn.ConvTranspose2d("c", ("h",), 3, 4, 3)
     with pytest.raises(TypeError, match="ConvTranspose2d: output_padding must be an int or a tuple of ints"):
         nn.ConvTranspose2d(3, 4, 3, output_padding="same")
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_conv_transpose_layer_output_size_picks_the_output_padding_as_torch(n):
+    layer = getattr(nn, f"ConvTranspose{n}d")(2, 3, 3, stride=3, padding=1, dtype=nt.float64)
+    x = np.random.default_rng(5).uniform(-1, 1, (2, 2) + (4,) * n)
+    torch = pytest.importorskip("torch")
+    t = getattr(torch.nn, f"ConvTranspose{n}d")(2, 3, 3, stride=3, padding=1, dtype=torch.float64)
+    t.load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in layer.state_dict().items()})
+    # (4 - 1) * 3 - 2 + 3 = 10 is the smallest size; a stride of 3 allows 10, 11 and 12
+    for size in (10, 11, 12):
+        spatial = (size,) * n
+        for output_size in (spatial, (2, 3) + spatial):
+            with nt.no_grad():
+                out = layer(nt.tensor(x), output_size=output_size)
+            assert out.shape == (2, 3) + spatial
+            expected = t(torch.tensor(x), output_size=list(output_size)).detach().numpy()
+            assert_close(out.numpy(), expected, rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match=r"conv_transpose: requested an output size of \(13,\), but valid sizes range "
+                                         r"from \(10,\) to \(12,\)"):
+        nn.ConvTranspose1d(2, 3, 3, stride=3, padding=1)(nt.randn(2, 2, 4), output_size=(13,))
+
+
+def test_conv_transpose_output_size_by_name_and_its_errors():
+    layer = nn.ConvTranspose2d("c", ("h", "w"), 3, 4, 3, stride=2, dtype=nt.float64)
+    x = nt.randn(5, 2, 6, 3, names=("h", "b", "w", "c"), dtype=nt.float64)
+    out = layer(x, output_size=(12, 13))  # h: 11 or 12, w: 13 or 14
+    assert out.names == ("h", "b", "w", "c") and out.shape == (12, 2, 13, 4)
+    assert layer(x, output_size=(12, 2, 14, 4)).shape == (12, 2, 14, 4)  # the whole shape, in x's layout
+    assert gradcheck(lambda t: layer(t, output_size=(6, 7)), x[:2, :, :3].requires_grad_())  # h 5 or 6, w 7 or 8
+    with pytest.raises(ValueError, match=r"conv_transpose: output_size must give the 2 spatial size\(s\) or the "
+                                         r"whole output shape \(4 sizes\), got \(12,\)"):
+        layer(x, output_size=(12,))
+    with pytest.raises(TypeError, match="conv_transpose: output_size must be a tuple or list of ints, got int 12"):
+        layer(x, output_size=12)
+    with pytest.raises(TypeError, match=r"Conv2d.forward: output_size= belongs to the transposed convolutions"):
+        nn.Conv2d(3, 4, 3)(nt.randn(1, 3, 5, 5), output_size=(3, 3))

@@ -599,3 +599,10 @@ def test_mixing_backends_raises(backend):
         assert "numpy" in msg and "array_api_strict" in msg
         assert "different devices or backends" in msg
         assert ".to(device)" in msg
+
+
+def test_positive_is_the_tensor_itself_as_in_pytorch():
+    t = nt.randn(2, 3, names=("a", "b"))
+    assert (+t) is t and nt.positive(t) is t and t.positive() is t
+    with pytest.raises(TypeError, match="positive: not defined for bool tensors"):
+        +nt.tensor([True, False])

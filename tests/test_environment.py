@@ -9,7 +9,7 @@ import importlib
 
 import pytest
 
-EXTRA = ("torch", "einops", "array_api_compat", "scipy", "array_api_strict")
+EXTRA = ("torch", "einops", "array_api_compat", "array_api_extra", "sklearn", "scipy", "array_api_strict")
 
 
 @pytest.mark.parametrize("module", EXTRA)

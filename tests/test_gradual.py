@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import namedtensor as nt
 from namedtensor import _names
 from namedtensor.autograd import mode
+from namedtensor.nn import functional as F
 from namedtensor.testing import strategies as nts
 
 pytestmark = pytest.mark.usefixtures("backend")
@@ -253,3 +254,21 @@ def test_ravel_of_named_dims_degrades_in_the_mode_only():
     assert flat.names == (None,) and flat.tolist() == x.numpy().ravel().tolist()
     dropped = [row for row in nt.conversion_report().rows if row.dropped]
     assert dropped and dropped[-1].dropped == (("flatten", ("a", "b")),)
+
+
+def test_attention_asks_for_the_query_dim_only_in_its_named_form():
+    q = nt.randn(2, 3, 5, 8, names=("batch", "head", "seq", "hd"))
+    k = nt.randn(2, 7, 8, names=("batch", "key", "hd"))  # multi-query: k and v lack the head dim
+    positional_k = k.rename(key=None).unsqueeze(1)  # ('batch', None, None, 'hd'): broadcasts over the heads
+    with nt.gradual():
+        with pytest.raises(nt.NamesError, match=r"cannot infer the queries' sequence dim: q has 2 dims .*"
+                                                r"Pass query_dim="):
+            F.scaled_dot_product_attention(q, k, k, dim="hd", key_dim="key")
+        out = F.scaled_dot_product_attention(q, k, k, dim="hd", key_dim="key", query_dim="seq")
+        # PyTorch's form, as unconverted code calls it: the query dim is q's second-to-last, by position
+        same = F.scaled_dot_product_attention(q, positional_k, positional_k)
+    assert out.names == same.names == ("batch", "head", "seq", "hd")
+    nt.testing.assert_close(out, same)
+    (named_row, positional_row) = nt.conversion_report().rows
+    assert named_row.named == ("scaled_dot_product_attention",) and named_row.dropped == ()
+    assert positional_row.named == ("scaled_dot_product_attention",) and positional_row.dropped == ()

@@ -25,7 +25,7 @@ OWNERS = {"torch": (torch, nt), "Tensor": (torch.Tensor, nt.Tensor)}
 
 def test_the_section_lists_names_once_each():
     # the regex must see the section (a renamed heading would leave nothing to check)
-    assert len(LISTED) >= 100
+    assert len(LISTED) >= 40
     assert len(LISTED) == len(set(LISTED)), [p for p in LISTED if LISTED.count(p) > 1]
 
 

@@ -64,7 +64,7 @@ def test_parameter_shares_data_names_override_and_copies():
 
 
 def test_parameter_errors():
-    with pytest.raises(TypeError, match="only floating-point tensors can require grad"):
+    with pytest.raises(TypeError, match="only floating-point and complex tensors can require grad"):
         nn.Parameter(nt.zeros(2, dtype=nt.int64))
     with pytest.raises(nt.NamesError, match="got 1 names"):
         nn.Parameter(nt.zeros(2, 3), names=("a",))

@@ -82,7 +82,9 @@ def test_forms():
     assert_close(t.flip("r", "c"), np.flip(a, (1, 2)))
     assert_close(flip(t, (0, -1)), np.flip(a, (0, 2)))
     assert_close(t.flip("c"), np.flip(a, 2))
-    assert t.flip() is t
+    with pytest.raises(TypeError, match="flip: missing the dims to reverse"):
+        t.flip()  # PyTorch's flip needs dims (NumPy's would reverse every dim)
+    assert t.flip(()) is not t and t.flip(()).tolist() == t.tolist()  # a copy, as PyTorch's
     assert_close(t.roll(1, "c"), np.roll(a, 1, 2))
     assert_close(t.roll((1,)), np.roll(a, 1))
     assert_close(repeat(t, (1, 2, 1)), np.tile(a, (1, 2, 1)))
@@ -145,3 +147,10 @@ def test_gradgradcheck_and_gradient_names():
     x.repeat(2, 1, 3).sum().backward()
     assert x.grad.names == ("r", None)
     assert_close(x.grad, np.full((3, 4), 6.0))
+
+
+def test_flip_and_rot90_copy_as_in_pytorch():
+    x = nt.arange(6.0).reshape(2, 3, names=("a", "b"))
+    for out in (x.flip("a"), x.flip(()), nt.rot90(x, 4, ("a", "b")), nt.rot90(x, 1, ("a", "b")), nt.fliplr(x)):
+        out.mul_(0)  # PyTorch's flip and rot90 copy: the write must not reach x
+    assert x.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]

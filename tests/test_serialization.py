@@ -355,7 +355,7 @@ def test_bad_header_length_and_header_shape(tmp_path):
     "entry, fragment",
     [
         ({"dtype": "F99", "shape": [1], "data_offsets": [0, 4]}, "tensor 'w' has an unknown dtype 'F99'"),
-        ({"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}, "tensor 'w' has dtype U8, which namedtensor does not"),
+        ({"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}, "tensor 'w' has dtype BF16, which namedtensor does not"),
         ({"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}, r"tensor 'w' has an invalid shape \[-1\]"),
         ({"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}, r"tensor 'w' has invalid data offsets \[4, 0\]"),
         ({"dtype": "F32", "shape": [1], "data_offsets": [0, 400]}, "bytes 0 to 400.* lie past the end"),

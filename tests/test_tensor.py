@@ -194,7 +194,7 @@ def test_requires_grad_property():
     assert not y.is_leaf and y.grad_fn is not None
     with pytest.raises(RuntimeError, match="requires_grad_\\(False\\) on a tensor computed from others; use .detach"):
         y.requires_grad_(False)
-    with pytest.raises(TypeError, match="only floating-point tensors can require grad"):
+    with pytest.raises(TypeError, match="only floating-point and complex tensors can require grad"):
         nt.tensor([1]).requires_grad_()
 
 

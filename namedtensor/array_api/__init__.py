@@ -4,14 +4,14 @@ The standard's spellings that clash with the PyTorch-style top level live here, 
 tensors: ``max``/``min`` return values only, ``std``/``var`` default to ``correction=0``,
 ``sort`` returns values only, ``repeat`` is NumPy's, ``concat``/``permute_dims``/``expand_dims``
 take the standard's arguments.  Every ``axis`` takes names as well as ints (rule 3) and every
-function gives names by the library's rules.  What is missing (unsigned, int8/int16 and complex
-dtypes; bitwise, ``nextafter``, ``nonzero``, ``searchsorted``, ``unique_*``, ``tensordot``) raises
-NotImplementedError or is absent from the dtypes; ``x.size`` stays PyTorch's method.  See
-docs/converting.md, "The Array API namespace".
+function gives names by the library's rules; every function and dtype of the standard is there, with
+its ``linalg`` and ``fft`` extensions.  ``x.size`` is both: an ``int`` (the standard's element count)
+that, called, is PyTorch's method.  See docs/converting.md, "The Array API namespace" (the conflicts
+and their resolutions) and "Array API conformance" (the standard's test suite).
 
 Modules: ``_dtypes`` (dtypes, dtype functions, inspection), ``creation``, ``elementwise``,
 ``statistical`` (statistical and utility), ``manipulation``, ``searching`` (searching, sorting,
-sets), ``indexing`` (indexing and linear algebra).
+sets), ``indexing`` (indexing), ``linalg`` and ``fft`` (the extensions).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ pi = math.pi
 newaxis = None
 
 __all__ = ["__array_api_version__", "e", "inf", "nan", "newaxis", "pi", *_d, *_c, *_e, *_i, *_m, *_s, *_t]
+
+from . import fft, linalg  # noqa: E402, F401  (the standard's extensions, xp.fft and xp.linalg)
 
 # Tensor.__array_namespace__ returns this module; it sits below this package, which registers itself
 Tensor._array_api = sys.modules[__name__]

@@ -1,8 +1,10 @@
 """Data types, data type functions and ``__array_namespace_info__`` of the Array API standard.
 
-namedtensor has ``bool float16 float32 float64 int32 int64``; the standard's ``int8 int16 uint*
-complex*`` are missing (``isdtype`` still answers for their kinds).  Promotion follows the
-standard's tables within a kind and NumPy's across kinds (which the standard leaves unspecified).
+namedtensor has every dtype of the standard: ``bool``, ``int8 int16 int32 int64``, ``uint8 uint16
+uint32 uint64``, ``float16 float32 float64`` and ``complex64 complex128``.  Promotion follows the
+standard's tables where it has them and NumPy 2's elsewhere (the standard leaves mixed kinds
+unspecified): an integer meeting a float gives the smallest float that holds it exactly, at least the
+float's width, and ``uint64`` meeting a signed integer gives ``float64``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import builtins
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .. import _dtypes, cuda
-from .._dtypes import DType, bool_, float16, float32, float64, int32, int64
+from .._dtypes import (DType, bool_, complex64, complex128, float16, float32, float64, int8, int16, int32, int64,
+                       uint8, uint16, uint32, uint64)
 from ..ops.naming import astype as _astype
 from ..tensor import Tensor
 
@@ -20,11 +23,11 @@ bool = bool_  # the standard spells it ``bool``; the module never needs the buil
 _KINDS = {
     "bool": lambda d: d.kind == "b",
     "signed integer": lambda d: d.kind == "i",
-    "unsigned integer": lambda d: False,  # namedtensor has no unsigned dtype
-    "integral": lambda d: d.kind == "i",
+    "unsigned integer": lambda d: d.kind == "u",
+    "integral": lambda d: d.kind in "iu",
     "real floating": lambda d: d.kind == "f",
-    "complex floating": lambda d: False,  # nor a complex one
-    "numeric": lambda d: d.kind in "if",
+    "complex floating": lambda d: d.kind == "c",
+    "numeric": lambda d: d.kind in "iufc",
 }
 
 
@@ -39,16 +42,6 @@ def _dtype_of(a: Any, op: str) -> Union[DType, type]:
     raise TypeError(f"{op}: expected dtypes, tensors or Python scalars, got {type(a).__name__}.")
 
 
-def _promote(a: DType, b: DType) -> DType:
-    """NumPy's promotion of two of our dtypes: the wider within a kind, bool yields to a number, and an
-    integer meeting a float gives float64 (none of our floats holds every int32 and int64 exactly)."""
-    if a.kind == b.kind:
-        return a if a.itemsize >= b.itemsize else b
-    if "b" in (a.kind, b.kind):
-        return b if a.kind == "b" else a
-    return float64
-
-
 def result_type(*arrays_and_dtypes: Any) -> DType:
     """The dtype the standard's promotion gives ``arrays_and_dtypes``; Python scalars are weak."""
     if not arrays_and_dtypes:
@@ -59,23 +52,29 @@ def result_type(*arrays_and_dtypes: Any) -> DType:
         raise ValueError("result_type: at least one array or dtype is required; Python scalars alone have none.")
     out = strong[0]
     for d in strong[1:]:
-        out = _promote(out, d)
+        out = _dtypes.promote(out, d)
     for s in ds:
-        if s is float and out.kind != "f":
+        if s is float and out.kind not in "fc":
             out = _dtypes.default_float
-        elif s is complex:
-            raise TypeError("result_type: namedtensor has no complex dtype.")
+        elif s is complex and out.kind != "c":
+            out = _dtypes.complex_of(out)
     return out
 
 
 def can_cast(from_: Union[DType, Tensor], to: DType, /) -> builtins.bool:
-    """Whether the standard's promotion casts ``from_`` to ``to`` (only within a kind, widening)."""
+    """Whether the standard's type promotion casts ``from_`` to ``to``: within a kind when widening, and
+    across the kinds its tables join (an unsigned integer to a wider signed one, a float to the complex
+    whose parts are at least as wide); never between integers and floats, or from bool."""
     f = from_.dtype if isinstance(from_, Tensor) else from_
     if not isinstance(f, DType) or not isinstance(to, DType):
         raise TypeError(f"can_cast: expected namedtensor dtypes or a tensor, got {from_!r} and {to!r}.")
-    if f.kind != to.kind:
-        return False
-    return f.itemsize <= to.itemsize
+    if f.kind == to.kind:
+        return f.itemsize <= to.itemsize
+    if (f.kind, to.kind) == ("u", "i"):
+        return f.itemsize < to.itemsize
+    if (f.kind, to.kind) == ("f", "c"):
+        return f.itemsize <= to.itemsize // 2
+    return False
 
 
 
@@ -88,9 +87,11 @@ _FLOAT_LIMITS = {
 
 
 class finfo_object:
-    """The standard's ``finfo`` result: ``bits eps max min smallest_normal dtype``."""
+    """The standard's ``finfo`` result: ``bits eps max min smallest_normal dtype``; a complex dtype's are its
+    parts' (``bits`` those of one part, ``dtype`` the part's float dtype), as in NumPy."""
 
     def __init__(self, dtype: DType) -> None:
+        dtype = _dtypes.real_of(dtype)
         self.bits, self.dtype = 8 * dtype.itemsize, dtype
         self.eps, self.max, self.smallest_normal = _FLOAT_LIMITS[dtype.name]
         self.min = -self.max
@@ -101,25 +102,28 @@ class iinfo_object:
 
     def __init__(self, dtype: DType) -> None:
         self.bits, self.dtype = 8 * dtype.itemsize, dtype
-        self.min, self.max = -(2 ** (self.bits - 1)), 2 ** (self.bits - 1) - 1
+        if dtype.kind == "u":
+            self.min, self.max = 0, 2**self.bits - 1
+        else:
+            self.min, self.max = -(2 ** (self.bits - 1)), 2 ** (self.bits - 1) - 1
 
 
-def _info_dtype(type: Union[DType, Tensor], kind: str, op: str) -> DType:
+def _info_dtype(type: Union[DType, Tensor], kinds: str, op: str) -> DType:
     d = type.dtype if isinstance(type, Tensor) else type
-    if not isinstance(d, DType) or d.kind != kind:
-        raise TypeError(f"{op}: expected a {'floating-point' if kind == 'f' else 'integer'} dtype or tensor, "
-                        f"got {type!r}.")
+    if not isinstance(d, DType) or d.kind not in kinds:
+        raise TypeError(f"{op}: expected a {'floating-point or complex' if kinds == 'fc' else 'integer'} dtype or "
+                        f"tensor, got {type!r}.")
     return d
 
 
 def finfo(type: Union[DType, Tensor], /) -> finfo_object:
-    """Machine limits of a floating-point dtype."""
-    return finfo_object(_info_dtype(type, "f", "finfo"))
+    """Machine limits of a floating-point dtype (of a complex dtype's parts)."""
+    return finfo_object(_info_dtype(type, "fc", "finfo"))
 
 
 def iinfo(type: Union[DType, Tensor], /) -> iinfo_object:
-    """Machine limits of an integer dtype."""
-    return iinfo_object(_info_dtype(type, "i", "iinfo"))
+    """Machine limits of an integer dtype, signed or unsigned."""
+    return iinfo_object(_info_dtype(type, "iu", "iinfo"))
 
 
 def isdtype(dtype: DType, kind: Union[DType, str, Tuple[Union[DType, str], ...]]) -> builtins.bool:
@@ -157,13 +161,15 @@ class Info:
         return ["cpu"] + [f"cuda:{i}" for i in range(cuda.device_count() if cuda.is_available() else 0)] + ["meta"]
 
     def default_dtypes(self, *, device: Optional[str] = None) -> Dict[str, DType]:
-        """The defaults on every device (there is no complex dtype, so no "complex floating" key)."""
-        return {"real floating": _dtypes.default_float, "integral": _dtypes.default_int, "indexing": int64}
+        """The defaults on every device."""
+        return {"real floating": _dtypes.default_float, "complex floating": _dtypes.default_complex,
+                "integral": _dtypes.default_int, "indexing": int64}
 
     def dtypes(self, *, device: Optional[str] = None,
                kind: Union[str, Tuple[str, ...], None] = None) -> Dict[str, DType]:
-        """The dtypes namedtensor has, by name, those of ``kind`` only where given."""
-        return {d.name: d for d in _dtypes.ALL if kind is None or isdtype(d, kind)}
+        """The standard's dtypes, by name, those of ``kind`` only where given (``float16``, which
+        namedtensor also has, is not one of them)."""
+        return {d.name: d for d in _dtypes.ALL if d is not float16 and (kind is None or isdtype(d, kind))}
 
 
 def __array_namespace_info__() -> Info:
@@ -171,5 +177,6 @@ def __array_namespace_info__() -> Info:
     return Info()
 
 
-__all__ = ["bool", "float16", "float32", "float64", "int32", "int64", "result_type", "can_cast", "finfo", "iinfo",
+__all__ = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+           "float64", "complex64", "complex128", "result_type", "can_cast", "finfo", "iinfo",
            "isdtype", "astype", "__array_namespace_info__"]

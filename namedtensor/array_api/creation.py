@@ -12,7 +12,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 from .. import interop
 from .._dtypes import DType
 from ..ops import creation as C
-from ..ops.movement import tril, triu
+from ..ops import movement as M
 from ..ops.naming import astype as _astype
 from ..ops.shape import broadcast_to, reshape
 from ..tensor import Tensor
@@ -91,7 +91,9 @@ def eye(n_rows: int, n_cols: Optional[int] = None, /, *, k: int = 0, dtype: Opti
     """Ones on the ``k``-th diagonal; ``k != 0`` is the band ``tril(k)`` and ``triu(k)`` of ones share."""
     if k == 0:
         return C.eye(n_rows, n_cols, dtype=dtype, device=device)
-    return triu(tril(ones((n_rows, n_rows if n_cols is None else n_cols), dtype=dtype, device=device), k), k)
+    cols = n_rows if n_cols is None else n_cols
+    k = max(-n_rows, min(k, cols))  # a diagonal past the corner is as empty as the one at it
+    return M.triu(M.tril(ones((n_rows, cols), dtype=dtype, device=device), k), k)
 
 
 def linspace(start: Union[int, float], stop: Union[int, float], /, num: int, *, dtype: Optional[DType] = None,
@@ -121,6 +123,16 @@ def meshgrid(*arrays: Tensor, indexing: str = "xy") -> List[Tensor]:
                          names=tuple(a.names[0] if j == where else None for j in range(len(arrays))))
         out.append(broadcast_to(lifted, shape, names=names))
     return out
+
+
+def tril(x: Tensor, /, *, k: int = 0) -> Tensor:
+    """``x`` with the entries above diagonal ``k`` of its last two dims zeroed; keeps the names."""
+    return M.tril(x, k)
+
+
+def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
+    """``x`` with the entries below diagonal ``k`` of its last two dims zeroed; keeps the names."""
+    return M.triu(x, k)
 
 
 def from_dlpack(x: Any, /, *, device: Optional[str] = None, copy: Optional[bool] = None) -> Tensor:

@@ -49,7 +49,7 @@ def concat(arrays: Sequence[Tensor], /, *, axis: Optional[Axis] = 0) -> Tensor:
     return J.cat(list(arrays), axis)
 
 
-def expand_dims(x: Tensor, /, *, axis: int = 0) -> Tensor:
+def expand_dims(x: Tensor, /, axis: int = 0) -> Tensor:
     """``x`` with a new unnamed size-1 dim at ``axis`` (``-1`` is after the last dim)."""
     if not -x.ndim - 1 <= axis <= x.ndim:
         raise IndexError(f"expand_dims: axis {axis} is out of range for a tensor of {x.ndim} dims.")
@@ -59,7 +59,7 @@ def expand_dims(x: Tensor, /, *, axis: int = 0) -> Tensor:
 def flip(x: Tensor, /, *, axis: Axes = None) -> Tensor:
     """``x`` reversed along ``axis`` (every dim where None), keeping the names."""
     dims = axes(x, axis, "flip")
-    return M.flip(x, *(range(x.ndim) if dims is None else dims))
+    return M.flip(x, tuple(range(x.ndim)) if dims is None else dims)
 
 
 def moveaxis(x: Tensor, source: Union[Axis, Sequence[Axis]], destination: Union[int, Sequence[int]], /) -> Tensor:

@@ -1,19 +1,19 @@
 """The standard's searching, sorting and set functions, on the library's reductions and sorting.
 
 ``argmax``/``argmin``/``count_nonzero`` follow the reductions' name rule, ``sort``/``argsort`` and
-``where`` keep (unify) names.  Missing: ``nonzero searchsorted unique_*`` (no library op for
-them yet); they raise NotImplementedError.
+``where`` keep (unify) names; ``nonzero searchsorted unique_*`` are :mod:`namedtensor.ops.sets`'s
+(their name rules there).
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import NamedTuple, Optional, Tuple, Union
 
-from ..ops import reductions as R, sorting as So
+from ..ops import reductions as R, sets as S, sorting as So
 from ..ops.elementwise import ne, where as _where
 from ..ops.naming import astype as _astype
 from ..tensor import Tensor
-from ._common import Axes, Axis, missing
+from ._common import Axes, Axis
 
 
 def argmax(x: Tensor, /, *, axis: Optional[Axis] = None, keepdims: bool = False) -> Tensor:
@@ -47,34 +47,59 @@ def argsort(x: Tensor, /, *, axis: Axis = -1, descending: bool = False, stable: 
     return So.argsort(x, axis, descending=descending, stable=stable)
 
 
-def nonzero(x: Tensor, /) -> Any:
-    """Not implemented: namedtensor has no ``nonzero`` op yet."""
-    raise missing("nonzero", "namedtensor has no nonzero op (a data-dependent shape)")
+def nonzero(x: Tensor, /) -> Tuple[Tensor, ...]:
+    """The coordinates of the nonzero entries, one 1-D int64 tensor per dim (PyTorch's ``as_tuple=True``)."""
+    if x.ndim == 0:
+        raise ValueError("nonzero: a 0-dim array has no coordinates; the standard asks for at least 1 dim.")
+    return S.nonzero(x, as_tuple=True)
 
 
 def searchsorted(x1: Tensor, x2: Tensor, /, *, side: str = "left", sorter: Optional[Tensor] = None) -> Tensor:
-    """Not implemented: namedtensor has no ``searchsorted`` op yet."""
-    raise missing("searchsorted", "namedtensor has no searchsorted op")
+    """Where each element of ``x2`` goes in the 1-D sorted ``x1`` (``side``: before or after equal ones)."""
+    if x1.ndim != 1:
+        raise ValueError(f"searchsorted: x1 must be 1-D (the standard's), got {x1.ndim} dims.")
+    return S.searchsorted(x1, x2, side=side, sorter=sorter)
 
 
-def unique_all(x: Tensor, /) -> Any:
-    """Not implemented: namedtensor has no ``unique`` op yet."""
-    raise missing("unique_all", "namedtensor has no unique op")
+class UniqueAllResult(NamedTuple):
+    values: Tensor
+    indices: Tensor
+    inverse_indices: Tensor
+    counts: Tensor
 
 
-def unique_counts(x: Tensor, /) -> Any:
-    """Not implemented: namedtensor has no ``unique`` op yet."""
-    raise missing("unique_counts", "namedtensor has no unique op")
+class UniqueCountsResult(NamedTuple):
+    values: Tensor
+    counts: Tensor
 
 
-def unique_inverse(x: Tensor, /) -> Any:
-    """Not implemented: namedtensor has no ``unique`` op yet."""
-    raise missing("unique_inverse", "namedtensor has no unique op")
+class UniqueInverseResult(NamedTuple):
+    values: Tensor
+    inverse_indices: Tensor
+
+
+def unique_all(x: Tensor, /) -> UniqueAllResult:
+    """The sorted unique values of ``x`` (flat; each NaN distinct), the flat index of each one's first
+    occurrence, each element's index into the values (``x``'s shape and names) and each value's count."""
+    r = S._unique_all(x, None, True, "unique_all")
+    return UniqueAllResult(r.values, r.indices, r.inverse_indices, r.counts)
+
+
+def unique_counts(x: Tensor, /) -> UniqueCountsResult:
+    """The sorted unique values of ``x`` and their counts."""
+    r = S._unique_all(x, None, True, "unique_counts")
+    return UniqueCountsResult(r.values, r.counts)
+
+
+def unique_inverse(x: Tensor, /) -> UniqueInverseResult:
+    """The sorted unique values of ``x`` and each element's index into them (``x``'s shape)."""
+    r = S._unique_all(x, None, True, "unique_inverse")
+    return UniqueInverseResult(r.values, r.inverse_indices)
 
 
 def unique_values(x: Tensor, /) -> Tensor:
-    """Not implemented: namedtensor has no ``unique`` op yet."""
-    raise missing("unique_values", "namedtensor has no unique op")
+    """The sorted unique values of ``x`` (flat)."""
+    return S._unique_all(x, None, True, "unique_values").values
 
 
 __all__ = ["argmax", "argmin", "argsort", "count_nonzero", "nonzero", "searchsorted", "sort", "unique_all",

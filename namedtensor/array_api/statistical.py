@@ -13,10 +13,10 @@ from typing import Any, Optional, Union
 
 from .._dtypes import DType
 from ..ops import reductions as R
-from ..ops.dtype import clone
 from ..ops.indexing import narrow
 from ..ops.joining import cat, pad
 from ..ops.naming import astype as _astype
+from ..ops.shape import unsqueeze
 from ..tensor import Tensor
 from ._common import Axes, Axis, axis as _axis
 
@@ -24,11 +24,18 @@ from ._common import Axes, Axis, axis as _axis
 def _reduce(fn: Any, x: Tensor, axis: Axes, keepdims: builtins.bool, dtype: Optional[DType] = None,
             **kw: Any) -> Tensor:
     """``fn`` over ``axis``; ``axis=()`` reduces nothing (the standard's rule, not "all dims")."""
+    if dtype is None and not kw and axis.__class__ is not tuple and axis.__class__ is not list:
+        return fn(x, axis, keepdims)  # the common call, by position: the namespace costs one call more
     if dtype is not None:
         x = _astype(x, dtype, copy=False)
     if axis == () or axis == []:
-        return clone(x)
-    return fn(x, dim=axis if not isinstance(axis, list) else tuple(axis), keepdim=keepdims, **kw)
+        # reducing no dim changes no value, but the dtype is the reduction's (uint8 sums to uint64): reduce a
+        # size-1 dim put at the end
+        out = fn(unsqueeze(x, x.ndim), dim=x.ndim, keepdim=False, **kw)
+    else:
+        out = fn(x, dim=axis if not isinstance(axis, list) else tuple(axis), keepdim=keepdims, **kw)
+    # the library sums small integers in int64 (PyTorch's and NumPy's default); an asked dtype is the result's
+    return out if dtype is None else _astype(out, dtype, copy=False)
 
 
 def sum(x: Tensor, /, *, axis: Axes = None, dtype: Optional[DType] = None,
@@ -96,6 +103,8 @@ def _scan(op: str, fn: Any, x: Tensor, axis: Optional[Axis], dtype: Optional[DTy
     if dtype is not None:
         x = _astype(x, dtype, copy=False)
     out = fn(x, _axis(x, axis, op))
+    if dtype is not None:  # the library scans small integers in int64; an asked dtype is the result's
+        out = _astype(out, dtype, copy=False)
     return pad(out, {_axis(x, axis, op): (1, 0)}, value=initial) if include_initial else out
 
 

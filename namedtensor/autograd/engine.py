@@ -109,6 +109,9 @@ def _root_grad(r, g):
             "requires_grad=True, and was the computation outside no_grad()?"
         )
     if g is None:
+        if r.dtype.kind == "c":
+            raise RuntimeError("backward: a gradient can only be created implicitly for a real scalar output; "
+                               "this one is complex: take its .real or .abs(), or pass gradient=.")
         if r._data.size != 1 or r.ndim != 0:
             raise RuntimeError(
                 f"backward: a gradient can only be created implicitly for a scalar (0-dim) output; "
@@ -335,8 +338,13 @@ class _Backward:
             if edge is not None and g is not None:
                 if g._data.dtype != dt:
                     # an input narrower than the op's result (float32 * float64) gets its gradient
-                    # in its own dtype, as in PyTorch
-                    g = to(g, node.B._from_native[dt])
+                    # in its own dtype, as in PyTorch; a real input's gradient is the real part of a
+                    # complex one (real * complex)
+                    want = node.B._from_native[dt]
+                    if want.kind != "c" and g.dtype.kind == "c":
+                        g = g.real
+                    if g._data.dtype != dt:
+                        g = to(g, want)
                 send(edge, g)
         if self.feeds is not None and key in self.feeds:
             out_grads = in_grads = g = None  # a finished leaf's .grad may then take its buffer

@@ -47,6 +47,9 @@ class Op:
     differentiable = True
     #: the output is a view of input 0: it shares its version counter.
     view = False
+    #: the backward follows PyTorch's convention for complex operands (docs/design.md, "Autograd"); an op
+    #: without it refuses to record a graph through complex tensors rather than give wrong gradients
+    complex_grad = False
 
     @staticmethod
     def forward(B, *arrays, **params):  # pragma: no cover - every op overrides
@@ -213,11 +216,12 @@ def apply(op, inputs: tuple, names, **params) -> Any:
         if tracer is not None:
             tracer(op, inputs, results, params)
         return results
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:  # OverflowError: an int out of an integer dtype's range
         message = str(e)
         if isinstance(e, NamesError) or message.startswith(op.name + ":"):
             raise
-        kind = TypeError if isinstance(e, TypeError) else IndexError if isinstance(e, IndexError) else ValueError
+        kind = (TypeError if isinstance(e, TypeError) else IndexError if isinstance(e, IndexError)
+                else OverflowError if isinstance(e, OverflowError) else ValueError)
         raise kind(f"{op.name}: {message}") from e
 
 
@@ -234,9 +238,12 @@ def record(op, inputs, outputs, params, stash, B) -> None:
     edges = []
     meta = []
     rank = 0
+    check_complex = not op.complex_grad
     for x in inputs:
         if isinstance(x, T):
             data = x._data
+            if check_complex and x._rg and B.dtype_of(data).kind == "c":
+                raise _complex_error(op)
             meta.append((data.shape, x._names, data.dtype))
             prev = x._node
             if prev is not None and prev.made is not None and prev.made != x._vc[0]:
@@ -277,11 +284,20 @@ def record(op, inputs, outputs, params, stash, B) -> None:
         node.out_meta = tuple((o._data.shape, o._names, o._data.dtype) for o in outputs)
     else:
         node.out_meta = None
+    if check_complex and B.dtype_of(outputs[0]._data).kind == "c":
+        raise _complex_error(op)
     for k, o in enumerate(outputs):
-        if k == 0 or B.dtype_of(o._data).kind == "f":  # integer outputs (indices) carry no gradient
+        if k == 0 or B.dtype_of(o._data).kind in "fc":  # integer outputs (indices) carry no gradient
             o._node = node
             o._idx = k
             o._rg = True
+
+
+def _complex_error(op) -> NotImplementedError:
+    return NotImplementedError(
+        f"{op.name}: its gradient is not implemented for complex tensors yet. Compute it without a graph "
+        "(under nt.no_grad() or on .detach()ed tensors), or on the real and imaginary parts (t.real, t.imag)."
+    )
 
 
 def share_view(out, base, op, params: dict) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 
 class _ThreadState(threading.local):
@@ -106,6 +106,17 @@ class _SetGradEnabled(_GradMode):
 def set_grad_enabled(mode: bool) -> _GradMode:
     """Turn graph recording on or off in this thread: as a call, a context manager or a decorator."""
     return _SetGradEnabled(bool(mode))
+
+
+def inference_mode(mode: Union[bool, Callable] = True) -> Union[_GradMode, Callable]:
+    """PyTorch's ``inference_mode``: here :func:`no_grad` (``mode=False``: :func:`enable_grad`), as a context
+    manager or a decorator, ``@inference_mode`` without a call included.  Tensors made inside are ordinary
+    tensors (PyTorch's inference tensors have no counterpart: nothing here costs less than no_grad)."""
+    if callable(mode):
+        return _GradMode(False)(mode)
+    if mode.__class__ is not bool:
+        raise TypeError(f"inference_mode: mode must be a bool, got {type(mode).__name__} {mode!r}.")
+    return _GradMode(not mode)
 
 
 def version_counter(t) -> list:

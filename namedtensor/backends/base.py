@@ -35,11 +35,14 @@ STANDARD = (
     "empty", "full", "arange", "linspace", "eye", "astype", "clip", "isnan", "isinf", "isfinite",
     "zeros_like", "ones_like", "full_like", "moveaxis", "nonzero", "acos", "asin", "atan", "atan2", "cosh",
     "sinh", "asinh", "acosh", "atanh", "log2", "log10", "trunc", "hypot", "copysign",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift",
+    "nextafter",
 )
 
 #: NumPy 1's spellings (CuPy keeps them) of the standard's names that older namespaces lack
 _OLD_NAMES = {"acos": "arccos", "asin": "arcsin", "atan": "arctan", "atan2": "arctan2", "asinh": "arcsinh",
-              "acosh": "arccosh", "atanh": "arctanh"}
+              "acosh": "arccosh", "atanh": "arctanh", "bitwise_invert": "invert", "bitwise_left_shift": "left_shift",
+              "bitwise_right_shift": "right_shift"}
 
 
 class Backend:
@@ -114,6 +117,37 @@ class Backend:
     def tolist(self, x):
         """``x`` as nested Python lists."""
         return self.to_numpy(x).tolist()
+
+    # complex numbers (the standard has real, imag and conj since 2022.12; older namespaces spell them alike)
+    def real(self, x):
+        """The real part of complex ``x``, in the float dtype of its parts (``x`` itself when real)."""
+        return self.xp.real(x) if self.dtype_of(x).kind == "c" else x
+
+    def imag(self, x):
+        """The imaginary part of complex ``x``, in the float dtype of its parts."""
+        return self.xp.imag(x)
+
+    def conj(self, x):
+        """The complex conjugate of ``x`` (``x`` itself when real)."""
+        return self.xp.conj(x) if self.dtype_of(x).kind == "c" else x
+
+    def angle(self, x):
+        """The argument of complex ``x`` in (-pi, pi]: ``atan2(imag, real)``."""
+        return self.atan2(self.imag(x), self.real(x))
+
+    def complex(self, re, im):
+        """The complex array ``re + i im`` from two float arrays of one dtype (complex64 from float32,
+        complex128 from float64), broadcast."""
+        c = self.native(_dtypes.complex_of(self.dtype_of(re)))
+        return self.add(self.astype(re, c), self.multiply(self.astype(im, c), 1j))
+
+    def view_as_real(self, x):
+        """Complex ``x`` as its real and imaginary parts along a new last axis of size 2 (a copy)."""
+        return self.stack([self.real(x), self.imag(x)], axis=-1)
+
+    def view_as_complex(self, x):
+        """The complex array whose parts are ``x``'s last axis (of size 2): the inverse of :meth:`view_as_real`."""
+        return self.complex(self.getitem(x, (Ellipsis, 0)), self.getitem(x, (Ellipsis, 1)))
 
     # what the standard lacks ---------------------------------------------------------
     def erf(self, x):
@@ -401,6 +435,66 @@ class Backend:
         notion of layout): then a reshape of ``x`` is free and its rows are contiguous."""
         return True
 
+    # linear algebra: the standard's linalg extension, on stacks of matrices in the last two dims ---
+    def inv(self, x):
+        """The inverse of each square matrix."""
+        return self.xp.linalg.inv(x)
+
+    def det(self, x):
+        """The determinant of each square matrix (shape ``x.shape[:-2]``)."""
+        return self.xp.linalg.det(x)
+
+    def slogdet(self, x):
+        """``(sign, log|det|)`` of each square matrix."""
+        sign, logabsdet = self.xp.linalg.slogdet(x)
+        return sign, logabsdet
+
+    def solve(self, a, b):
+        """``x`` with ``a @ x == b``: ``a`` (..., n, n) and ``b`` (..., n, k) of equal batch shapes."""
+        return self.xp.linalg.solve(a, b)
+
+    def cholesky(self, x):
+        """The lower Cholesky factor of each symmetric (Hermitian) positive-definite matrix."""
+        return self.xp.linalg.cholesky(x)
+
+    def eigh(self, x):
+        """``(eigenvalues, eigenvectors)`` of each symmetric (Hermitian) matrix (its lower triangle), ascending;
+        the eigenvalues are real."""
+        w, v = self.xp.linalg.eigh(x)
+        return w, v
+
+    def qr(self, x, mode: str):
+        """``(q, r)`` of each matrix; ``mode`` is ``"reduced"`` or ``"complete"``."""
+        q, r = self.xp.linalg.qr(x, mode=mode)
+        return q, r
+
+    def svd(self, x, full_matrices: bool):
+        """``(u, s, vh)`` of each matrix, singular values descending."""
+        u, s, vh = self.xp.linalg.svd(x, full_matrices=full_matrices)
+        return u, s, vh
+
+    def pinv(self, x, atol, rtol):
+        """The pseudo-inverse of each matrix, from its SVD: singular values at most
+        ``max(atol, rtol * largest)`` count as zero; ``atol`` and ``rtol`` are floats or arrays of one value
+        per matrix (shape ``x.shape[:-2]``, or one that broadcasts to it)."""
+        m, n = x.shape[-2:]
+        if m == 0 or n == 0:
+            return self.zeros(x.shape[:-2] + (n, m), dtype=x.dtype)
+        u, s, vh = self.svd(x, False)
+        atol, rtol = (v if isinstance(v, float) else self.expand_dims(v, axis=-1) for v in (atol, rtol))
+        cutoff = self.max(s, axis=-1, keepdims=True) * rtol
+        if not isinstance(atol, float):
+            cutoff = self.maximum(cutoff, atol)
+        elif atol > 0:
+            cutoff = self.maximum(cutoff, self.full_like(cutoff, atol))
+        keep = self.greater(s, cutoff)
+        s_inv = self.where(keep, 1.0 / self.where(keep, s, self.ones_like(s)), self.zeros_like(s))
+        last = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+        vh, u = self.permute_dims(vh, last), self.permute_dims(u, last)
+        if self.dtype_of(x).kind == "c":  # pinv = V S^-1 U^H: conjugate transposes
+            vh, u = self.conj(vh), self.conj(u)
+        return self.matmul(vh * self.expand_dims(s_inv, axis=-2), u)
+
     def einsum(self, subscripts, *arrays):
         """NumPy's ``einsum`` with letter subscripts (``"ij,jk->ik"``)."""
         raise NotImplementedError
@@ -408,6 +502,41 @@ class Backend:
     def scatter_add(self, shape, dtype, key, values):
         """A zero array of ``shape`` with ``values`` added at ``key`` (repeated indices accumulate)."""
         raise NotImplementedError
+
+    def scatter_reduce(self, x, key, values, reduce: str, include_self: bool):
+        """A copy of ``x`` with ``values`` combined into it at ``key`` by ``reduce`` (``"sum" "prod" "amax"
+        "amin"``): ``key`` is one integer array per axis, broadcasting to ``values``' shape; repeated
+        positions combine all their values, in order.  Without ``include_self`` a position that ``key``
+        reaches starts from its first value instead of from ``x``.
+
+        Generic version: the values go in rounds, the k-th round taking each position's k-th value, so
+        that no round writes a position twice (plain advanced writes keep only one of repeated ones).
+        """
+        shape = tuple(x.shape)
+        int64 = self.native(_dtypes.int64)
+        linear, stride = None, 1
+        for k, n in zip(reversed(key), reversed(shape)):
+            term = self.astype(k, int64) * stride
+            linear = term if linear is None else linear + term
+            stride *= n
+        vshape = tuple(values.shape)
+        linear = self.reshape(self.broadcast_to(linear, vshape), (-1,))
+        values = self.reshape(values, (-1,))
+        out = self.reshape(self.asarray(x, copy=True), (-1,))
+        n = linear.shape[0]
+        if n == 0:
+            return self.reshape(out, shape)
+        order = self.sort_indices(linear, 0, False, True)
+        linear, values = self.take(linear, order, axis=0), self.take(values, order, axis=0)
+        starts = self.concat([self.ones((1,), dtype=self.native(_dtypes.bool_)), linear[1:] != linear[:-1]])
+        group = self.cumulative_sum(self.astype(starts, int64)) - 1
+        rank = self.arange(n, dtype=int64) - self.take(self.nonzero(starts)[0], group, axis=0)
+        combine = {"sum": self.add, "prod": self.multiply, "amax": self.maximum, "amin": self.minimum}[reduce]
+        for r in range(int(self.item(self.max(rank))) + 1):
+            chosen = rank == r
+            at, v = self.getitem(linear, chosen), self.getitem(values, chosen)
+            self.setitem(out, at, v if r == 0 and not include_self else combine(self.getitem(out, at), v))
+        return self.reshape(out, shape)
 
     def getitem(self, x, key):
         """``x[key]`` with NumPy's indexing (integer arrays and masks included)."""
@@ -429,9 +558,37 @@ class Backend:
         """``x`` with the elements below diagonal ``k`` of the last two axes set to 0."""
         raise NotImplementedError
 
+    def tri_indices(self, row: int, col: int, offset: int, lower: bool, dtype):
+        """The ``(2, N)`` coordinates of the entries of a ``row x col`` matrix on and below (``lower``) or on
+        and above diagonal ``offset``, row by row (PyTorch's ``tril_indices``/``triu_indices``)."""
+        r = self.reshape(self.arange(row, dtype=dtype), (row, 1))
+        c = self.reshape(self.arange(col, dtype=dtype), (1, col))
+        inside = (c - r <= offset) if lower else (c - r >= offset)
+        return self.astype(self.stack(self.nonzero(inside), axis=0), dtype)
+
     def sort_indices(self, x, axis: int, descending: bool, stable: bool):
         """``argsort`` along ``axis``; descending order keeps ties in their original order when stable."""
         return self.argsort(x, axis=axis, descending=descending, stable=stable)
+
+    def searchsorted(self, edges, x, right: bool):
+        """For each element of ``x``, the index of the first element of the sorted 1-D ``edges`` that is
+        ``>= x`` (``> x`` when ``right``), as int64 of ``x``'s shape (``bucketize``, ``histogram``)."""
+        flat = self.reshape(x, (-1,))
+        at = self.xp.searchsorted(edges, flat, side="right" if right else "left")
+        return self.reshape(self.astype(at, self.native(_dtypes.int64)), tuple(x.shape))
+
+    # the FFTs: the standard's fft extension; the ops cast first (complex in, or real floats for rfft) --
+    def fft(self, x, n: int, axis: int, norm: str, inverse: bool):
+        """The complex DFT (``inverse``: its inverse) of ``x`` along ``axis``, cut or zero-padded to ``n``."""
+        return (self.xp.fft.ifft if inverse else self.xp.fft.fft)(x, n=n, axis=axis, norm=norm)
+
+    def rfft(self, x, n: int, axis: int, norm: str):
+        """The DFT of real ``x`` along ``axis`` (cut or padded to ``n``): the ``n // 2 + 1`` bins from 0."""
+        return self.xp.fft.rfft(x, n=n, axis=axis, norm=norm)
+
+    def irfft(self, x, n: int, axis: int, norm: str):
+        """The real signal of length ``n`` whose DFT's first ``n // 2 + 1`` bins are ``x`` (Hermitian)."""
+        return self.xp.fft.irfft(x, n=n, axis=axis, norm=norm)
 
     def logaddexp(self, a, b):
         """``log(exp(a) + exp(b))`` without overflow (for namespaces that lack it)."""
@@ -578,6 +735,41 @@ class Backend:
             at_pole = self.full_like(x, sign * math.inf)
         out = self.where(x > 0, positive, self.where(pole, at_pole, reflected))
         out = self.where(given == math.inf, 0.0 if n else math.inf, self.where(given == -math.inf, math.nan, out))
+        return self._special_out(out, back)
+
+    def i0(self, x):
+        """The modified Bessel function of the first kind of order 0 (:meth:`_bessel_i`)."""
+        return self._bessel_i(x, 0)
+
+    def i1(self, x):
+        """The modified Bessel function of the first kind of order 1 (:meth:`_bessel_i`)."""
+        return self._bessel_i(x, 1)
+
+    def _bessel_i(self, x, order: int):
+        """``I_order(x)`` for order 0 or 1: the power series up to ``|x| = 20``, whose terms are all
+        positive (no cancellation), and the asymptotic series of ``e^x / sqrt(2 pi x)`` above, whose terms
+        are below 1e-17 by the 30th there; ``I_1`` is odd.  At +-inf it is nan, as SciPy's and PyTorch's are."""
+        x, back = self._special_in(x)
+        a = self.abs(x)
+        half = self.minimum(a, 20.0) * 0.5
+        h2 = half * half
+        term = half if order else self.ones_like(half)
+        series = term
+        for k in range(1, 60):  # (x/2)^(2k + order) / (k! (k + order)!); at |x| = 20 the 50th is below 1e-17
+            term = term * h2 / float(k * (k + order))
+            series = series + term
+        big = self.maximum(self.where(self.isinf(a), 20.0, a), 20.0)
+        mu = 4.0 * order * order
+        term = self.ones_like(big)
+        tail = term
+        for j in range(1, 30):
+            term = term * (-(mu - (2 * j - 1) ** 2) / (8.0 * j)) / big
+            tail = tail + term
+        root = self.exp(big * 0.5)  # e^x as root * root: e^x alone overflows before I(x) does
+        asymptotic = root * (root / self.sqrt((2 * math.pi) * big)) * tail
+        out = self.where(a <= 20.0, series, self.where(self.isinf(a), math.nan, asymptotic))
+        if order:
+            out = self.where(x < 0, -out, out)
         return self._special_out(out, back)
 
     # random numbers ------------------------------------------------------------------

@@ -35,11 +35,12 @@ _KERNEL_FLOATS = (np.dtype(np.float16), np.dtype(np.float32))
 #: methods that launch work on the device: on a multi-GPU machine each first makes this device current
 _DEVICE_METHODS = STANDARD + (
     "logaddexp", "asarray", "erf", "erfc", "erfinv", "lgamma", "digamma", "polygamma", "exp2", "fmod", "einsum",
-    "scatter_add", "getitem", "setitem", "pad", "tril", "triu",
+    "scatter_add", "scatter_reduce", "getitem", "setitem", "pad", "tril", "triu",
     "sort_indices", "rand", "randn", "randint", "randperm", "gelu", "gelu_backward", "norm_rows",
-    "norm_rows_backward",
+    "norm_rows_backward", "real", "imag", "conj", "angle", "complex", "view_as_real", "view_as_complex",
     "softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward", "adamw_", "attention",
     "attention_backward", "upload", "empty_cache", "memory_allocated", "memory_reserved",
+    "inv", "det", "slogdet", "solve", "cholesky", "eigh", "qr", "svd", "pinv",
 )
 
 
@@ -156,6 +157,11 @@ class CupyBackend(Backend):
         out = cp.zeros(shape, dtype=work)
         cp.add.at(out, key, values.astype(work, copy=False))
         return out if work == dt else out.astype(dt)
+
+    def scatter_reduce(self, x, key, values, reduce, include_self):
+        if reduce == "sum" and include_self:  # atomics, in one pass; the generic version goes in rounds
+            return x + self.scatter_add(x.shape, None, key, values)
+        return super().scatter_reduce(x, key, values, reduce, include_self)
 
     def setitem(self, x, key, value):
         x[key] = value

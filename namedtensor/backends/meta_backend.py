@@ -132,6 +132,11 @@ def _stand_in(x):
     return x
 
 
+def _real(dtype) -> np.dtype:
+    """The real dtype of a complex one's parts (a real dtype itself): singular values, eigenvalues, log|det|."""
+    return np.zeros((), dtype).real.dtype
+
+
 def _probe(fn, *args, **kwargs) -> np.dtype:
     """The dtype NumPy's ``fn`` gives for these arguments' dtypes."""
     with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -208,10 +213,12 @@ def _reduction(name: str):
 
 UNARY = ("abs", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sign", "floor", "ceil",
          "round", "negative", "square", "isnan", "isinf", "isfinite", "logical_not", "acos", "asin", "atan", "cosh",
-         "sinh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "trunc")
+         "sinh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "trunc", "real", "imag", "conj", "angle",
+         "bitwise_invert")
 BINARY = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "pow", "maximum", "minimum",
           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
-          "logical_xor", "logaddexp", "atan2", "hypot", "copysign", "fmod")
+          "logical_xor", "logaddexp", "atan2", "hypot", "copysign", "fmod", "bitwise_and", "bitwise_or", "bitwise_xor",
+          "bitwise_left_shift", "bitwise_right_shift", "nextafter")
 REDUCTIONS = ("sum", "prod", "max", "min", "mean", "std", "var", "any", "all")
 _NP_NAMES = {"pow": "power", "concat": "concatenate", "permute_dims": "transpose"}
 
@@ -387,7 +394,7 @@ class MetaBackend(Backend):
     def erf(self, x):
         return MetaArray(_shape(x), x.dtype if x.dtype.kind == "f" else np.float64)
 
-    erfc = erfinv = lgamma = digamma = erf
+    erfc = erfinv = lgamma = digamma = i0 = i1 = erf
 
     def polygamma(self, n, x):
         return self.erf(x)
@@ -440,6 +447,40 @@ class MetaBackend(Backend):
         shape = _einsum_shape(subscripts, [_shape(a) for a in arrays])
         return MetaArray(shape, np.result_type(*(_stand_in(a) for a in arrays)))
 
+    # linear algebra: shapes of the factors (the ops check squareness before calling) ---------
+    def inv(self, x):
+        return MetaArray(_shape(x), x.dtype)
+
+    cholesky = inv
+
+    def det(self, x):
+        return MetaArray(_shape(x)[:-2], x.dtype)
+
+    def slogdet(self, x):
+        return self.det(x), MetaArray(_shape(x)[:-2], _real(x.dtype))
+
+    def solve(self, a, b):
+        return MetaArray(_shape(b), _probe(np.multiply, a, b))
+
+    def eigh(self, x):
+        return MetaArray(_shape(x)[:-1], _real(x.dtype)), MetaArray(_shape(x), x.dtype)
+
+    def qr(self, x, mode):
+        *batch, m, n = _shape(x)
+        k = m if mode == "complete" else min(m, n)
+        return MetaArray((*batch, m, k), x.dtype), MetaArray((*batch, k, n), x.dtype)
+
+    def svd(self, x, full_matrices):
+        *batch, m, n = _shape(x)
+        k = min(m, n)
+        u, v = (m, n) if full_matrices else (k, k)
+        return (MetaArray((*batch, m, u), x.dtype), MetaArray((*batch, k), _real(x.dtype)),
+                MetaArray((*batch, v, n), x.dtype))
+
+    def pinv(self, x, atol, rtol):
+        *batch, m, n = _shape(x)
+        return MetaArray((*batch, n, m), x.dtype)
+
     # shape and layout ------------------------------------------------------------------
     def reshape(self, x, shape, copy=None):
         return MetaArray(_reshape_shape(_shape(x), shape), x.dtype)
@@ -491,6 +532,14 @@ class MetaBackend(Backend):
 
     def triu(self, x, k=0):
         return MetaArray(_shape(x), x.dtype)
+
+    def tri_indices(self, row, col, offset, lower, dtype):
+        # the count is known without values: row i holds the columns j with j - i <= offset (>= for upper)
+        if lower:
+            n = sum(min(col, max(0, i + offset + 1)) for i in range(row))
+        else:
+            n = sum(min(col, max(0, col - i - offset)) for i in range(row))
+        return MetaArray((2, n), dtype)
 
     def tile(self, x, reps):
         reps = (reps,) if isinstance(reps, int) else tuple(reps)
@@ -577,6 +626,12 @@ class MetaBackend(Backend):
     def scatter_add(self, shape, dtype, key, values):
         return MetaArray(shape, values.dtype if dtype is None else self._to_native[dtype])
 
+    def searchsorted(self, edges, x, right: bool):
+        return MetaArray(_shape(x), np.int64)
+
+    def scatter_reduce(self, x, key, values, reduce, include_self):
+        return MetaArray(_shape(x), x.dtype)
+
     def nonzero(self, x):
         raise _needs_values("nonzero()")
 
@@ -610,6 +665,16 @@ class MetaBackend(Backend):
     def eye(self, n_rows, n_cols=None, k=0, dtype=None, device=None):
         return MetaArray((n_rows, n_rows if n_cols is None else n_cols), dtype or np.float64)
 
+    # the FFTs: the transformed axis becomes n long (n // 2 + 1 bins for rfft) ----------
+    def fft(self, x, n, axis, norm, inverse):
+        return MetaArray(_with_size(_shape(x), axis, n), x.dtype)
+
+    def rfft(self, x, n, axis, norm):
+        return MetaArray(_with_size(_shape(x), axis, n // 2 + 1), np.result_type(x.dtype, np.complex64))
+
+    def irfft(self, x, n, axis, norm):
+        return MetaArray(_with_size(_shape(x), axis, n), np.finfo(x.dtype).dtype)
+
     # random numbers: shapes only -------------------------------------------------------
     def seed(self, n: int) -> None:
         pass
@@ -624,6 +689,10 @@ class MetaBackend(Backend):
 
     def randperm(self, n: int, dtype):
         return MetaArray((n,), self._to_native[dtype])
+
+
+def _with_size(shape, axis: int, n: int) -> tuple:
+    return shape[:axis] + (n,) + shape[axis + 1:]
 
 
 def _as_meta(x) -> MetaArray:

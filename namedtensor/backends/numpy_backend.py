@@ -108,6 +108,14 @@ class NumpyBackend(Backend):
         # PyTorch at the poles and at +inf: the generic version for n >= 1
         return self.digamma(x) if n == 0 else super().polygamma(n, x)
 
+    def i0(self, x):
+        sp = self._scipy_special()
+        return super().i0(x) if sp is None else _in_dtype(sp.i0, x)
+
+    def i1(self, x):
+        sp = self._scipy_special()
+        return super().i1(x) if sp is None else _in_dtype(sp.i1, x)
+
     def gelu(self, x):
         return numpy_kernels.gelu(x, self.erf)
 
@@ -134,6 +142,14 @@ class NumpyBackend(Backend):
     def scatter_add(self, shape, dtype, key, values):
         out = np.zeros(shape, dtype=values.dtype if dtype is None else self._to_native[dtype])
         np.add.at(out, key, values)
+        return out
+
+    def scatter_reduce(self, x, key, values, reduce, include_self):
+        out = np.array(x, copy=True)
+        ufunc = {"sum": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}[reduce]
+        if not include_self:
+            out[key] = ufunc.identity if ufunc.identity is not None else _extreme(out.dtype, reduce == "amin")
+        ufunc.at(out, key, values)
         return out
 
     def pad(self, x, widths, value):
@@ -237,3 +253,13 @@ def erf_series(x):
         cf = 1.0 - np.exp(-big * big) / math.sqrt(math.pi) / frac
     out = np.where(a <= 2.5, series, cf) * np.sign(work)
     return out.astype(x.dtype) if x.dtype.kind == "f" else out
+
+
+def _extreme(dtype, largest: bool):
+    """The largest (or smallest) value of ``dtype``: where an ``amin`` (``amax``) starts from nothing."""
+    if dtype.kind == "f":
+        return np.inf if largest else -np.inf
+    if dtype.kind == "b":
+        return largest
+    info = np.iinfo(dtype)
+    return info.max if largest else info.min

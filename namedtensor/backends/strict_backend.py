@@ -52,7 +52,7 @@ class StrictBackend(Backend):
     def _float_input(self, fn):
         # NumPy's rule for functions defined on floats only: integer and bool input gives float64
         def call(x):
-            if not self.xp.isdtype(x.dtype, "real floating"):
+            if not self.xp.isdtype(x.dtype, _INEXACT):
                 x = self.xp.astype(x, self.xp.float64)
             return fn(x)
 
@@ -106,8 +106,10 @@ class StrictBackend(Backend):
         # and arrays of different kinds
         xp = self.xp
         if isinstance(x, xp._array_object.Array):
-            if other.__class__ is float and not xp.isdtype(x.dtype, "real floating"):
+            if other.__class__ is float and not xp.isdtype(x.dtype, _INEXACT):
                 return xp.astype(x, xp.float64)
+            if other.__class__ is complex and not xp.isdtype(x.dtype, _INEXACT):
+                return xp.astype(x, xp.complex128)
             if other.__class__ is int and x.dtype == xp.bool:
                 return xp.astype(x, xp.int64)
             if isinstance(other, xp._array_object.Array) and x.dtype != other.dtype:
@@ -121,7 +123,7 @@ class StrictBackend(Backend):
     def _true_divide(self, a, b):
         # NumPy's rule (the reference backend): dividing integers gives float64
         xp = self.xp
-        if not any(self.is_array(x) and xp.isdtype(x.dtype, "real floating") for x in (a, b)):
+        if not any(self.is_array(x) and xp.isdtype(x.dtype, _INEXACT) for x in (a, b)):
             a = xp.astype(a, xp.float64) if self.is_array(a) else a
             b = xp.astype(b, xp.float64) if self.is_array(b) else b
         return xp.divide(a, b)
@@ -207,6 +209,10 @@ class StrictBackend(Backend):
 
     def randperm(self, n: int, dtype):
         return self._from(self._np.randperm(n, dtype))
+
+
+#: the dtypes NumPy computes floating-point functions in without converting them first
+_INEXACT = ("real floating", "complex floating")
 
 
 def _clipped(key: tuple, shape: tuple) -> tuple:

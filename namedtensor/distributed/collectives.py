@@ -83,8 +83,11 @@ def _check_op(reduce: str, t: Tensor, op: str) -> None:
     if reduce not in OPS:
         raise ValueError(f"{op}: unknown op {reduce!r}; choose one of {', '.join(map(repr, OPS))}.")
     kind = t.dtype.kind
-    if reduce == "mean" and kind != "f":
+    if reduce == "mean" and kind not in "fc":
         raise TypeError(f"{op}: op='mean' needs a floating tensor, got {t.dtype!r}; use op='sum' and divide.")
+    if kind == "c" and reduce in ("max", "min"):
+        raise TypeError(f"{op}: op={reduce!r} on a complex tensor; complex numbers have no order (PyTorch refuses "
+                        "them too): reduce t.abs() or the parts.")
     if kind == "b" and reduce not in ("max", "min"):
         raise TypeError(f"{op}: op={reduce!r} on a bool tensor; use op='max' (any rank) or op='min' (every rank).")
 

@@ -20,6 +20,7 @@ from .containers import ModuleDict, ModuleList, Sequential
 from .layers import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d,
                      Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, GELU, MLP, Dropout, Embedding, Identity, LayerNorm, Linear, LogSoftmax, MultiheadAttention, ReLU,
                      RMSNorm, Sigmoid, SiLU, Softmax, Tanh, TransformerBlock)
+from .layers import CosineSimilarity
 from .module import IncompatibleKeys, Module, StateDictError
 from .parameter import Parameter
 
@@ -31,5 +32,5 @@ __all__ = [
     "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",
     "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "Embedding", "LayerNorm", "RMSNorm", "Dropout",
     "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
-    "MultiheadAttention", "MLP", "TransformerBlock",
+    "MultiheadAttention", "MLP", "TransformerBlock", "CosineSimilarity",
 ]

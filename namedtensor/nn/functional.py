@@ -43,6 +43,7 @@ from ..ops.losses import (
     smooth_l1_loss,
 )
 from ..ops.normalization import layer_norm, rms_norm
+from ..ops.statistics import cosine_similarity
 from ..tensor import Tensor
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "conv_transpose1d",
     "conv_transpose2d",
     "conv_transpose3d",
+    "cosine_similarity",
     "cross_entropy",
     "dropout",
     "embedding",

@@ -491,7 +491,7 @@ def _mismatches(key: str, value: Any, target: Tensor) -> List[str]:
     return out
 
 
-_KIND_ORDER = {"b": 0, "i": 1, "f": 2}
+_KIND_ORDER = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
 
 
 def _sizes(t: Tensor) -> str:

@@ -8,7 +8,7 @@ from .. import _dtypes, _names
 from ..autograd.graph import Op, _common_backend, apply
 from ..tensor import Tensor
 
-SCALARS = (bool, int, float)
+SCALARS = (bool, int, float, complex)
 
 
 def tensor_arg(x, op: str, what: Optional[str] = None) -> Tensor:
@@ -22,9 +22,9 @@ def tensor_arg(x, op: str, what: Optional[str] = None) -> Tensor:
 
 
 def as_float_array(B, x):
-    """Raw array ``x`` itself when floating-point, else as float64 (NumPy's result for integer input, on
-    every backend)."""
-    return x if B.dtype_of(x).kind == "f" else B.astype(x, B.native(_dtypes.float64))
+    """Raw array ``x`` itself when floating-point or complex, else as float64 (NumPy's result for integer
+    input, on every backend)."""
+    return x if B.dtype_of(x).kind in "fc" else B.astype(x, B.native(_dtypes.float64))
 
 
 def as_float_tensor(t: Tensor) -> Tensor:
@@ -66,6 +66,7 @@ class _Rename(Op):
     """Give the same data other names (a view); the gradient is renamed back."""
 
     name = "rename"
+    complex_grad = True
     view = True
 
     @staticmethod

@@ -156,11 +156,18 @@ def target(a: Tensor, b, refs_a: int, refs_b: int, limit: int, saves_inputs: boo
         if refs_b <= limit and _broadcasts_into(a._data.shape, b._data.shape) and _private_array(b):
             return b._data
         return None
-    # a Python scalar keeps a float tensor's dtype, and an int tensor's with an int (NumPy 2 rules)
-    if (b.__class__ in SCALARS and refs_a <= limit and (B.dtype_of(a._data).kind == "f" or b.__class__ is int)
+    # a Python scalar keeps a complex tensor's dtype, a float tensor's unless complex, and an int tensor's with
+    # an int (NumPy 2 rules)
+    if (b.__class__ in SCALARS and refs_a <= limit and _keeps_dtype(B.dtype_of(a._data).kind, b)
             and _private_array(a)):
         return a._data
     return None
+
+
+def _keeps_dtype(kind: str, scalar) -> bool:
+    """Whether a tensor of ``kind`` combined with the Python ``scalar`` keeps its dtype (NumPy 2's weak scalars)."""
+    cls = scalar.__class__
+    return kind == "c" or (kind == "f" and cls is not complex) or (kind in "iu" and cls is int)
 
 
 def _into_temporary(op, out_fn: str, a, b, refs_a: int, refs_b: int, limit: int):

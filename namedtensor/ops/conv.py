@@ -27,7 +27,7 @@ from .. import _names
 from ..autograd.graph import Op, apply
 from ..backends.base import conv_out_shape
 from ..tensor import Tensor
-from ._common import tensor_arg, with_names
+from ._common import int_sizes, tensor_arg, with_names
 from ._fused import require_floating, same_dtype
 from .joining import pad
 
@@ -284,7 +284,8 @@ class _ConvTranspose(Op):
 def conv_transpose(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Ints = 1,
                    padding: Ints = 0, output_padding: Ints = 0, groups: int = 1, dilation: Ints = 1, *,
                    dim: Hashable = None, spatial: Optional[Sequence[Hashable]] = None,
-                   out_dim: Optional[str] = None, _op: str = "conv_transpose") -> Tensor:
+                   out_dim: Optional[str] = None, output_size: Optional[Sequence[int]] = None,
+                   _op: str = "conv_transpose") -> Tensor:
     """The N-d transposed convolution of ``input`` with ``weight`` (PyTorch's ``conv_transposeNd``, the
     adjoint of :func:`conv` in its input); N is ``weight.ndim - 2``.
 
@@ -298,6 +299,9 @@ def conv_transpose(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
 
     ``stride``, ``padding``, ``output_padding``, ``dilation``: an int or one per spatial dim;
     ``output_padding`` (added after, on one side) must be smaller than ``stride`` or ``dilation``.
+    ``output_size`` (PyTorch's ``ConvTransposeNd.forward(input, output_size)``), the spatial sizes wanted
+    (or the whole output shape, in the input's layout), picks ``output_padding`` instead: a stride above
+    1 maps several sizes to one, and this says which.
     """
     op = _op
     n, perm, nb, names = _plan(input, weight, bias, groups, dim, spatial, out_dim, op, True)
@@ -320,6 +324,8 @@ def conv_transpose(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
         raise ValueError(f"{op}: the bias must be 1-D of size {out_ch} (out channels), got shape {bias.shape}.")
     kernel, axes = tuple(weight.shape[2:]), perm[nb + 1:]
     size = tuple(input.shape[a] for a in axes)
+    if output_size is not None:
+        output_padding = _output_padding(op, output_size, input.ndim, axes, size, kernel, stride, padding, dilation)
     out = tuple((m - 1) * s - 2 * p + d * (k - 1) + o + 1
                 for m, s, p, d, k, o in zip(size, stride, padding, dilation, kernel, output_padding))
     if any(o < 1 for o in out):
@@ -340,6 +346,26 @@ def conv_transpose(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
     inputs = (input, weight) if bias is None else (input, weight, bias)
     return apply(_ConvTranspose, inputs, names, shape=tuple(shape), perm=perm, nb=nb, stride=stride, padding=pads,
                  dilation=dilation, groups=groups)
+
+
+def _output_padding(op: str, output_size, ndim: int, axes, size, kernel, stride, padding, dilation) -> Tuple[int, ...]:
+    """The ``output_padding`` that gives ``output_size``, checked against the sizes a stride allows."""
+    if not isinstance(output_size, (tuple, list)):
+        raise TypeError(f"{op}: output_size must be a tuple or list of ints, got {type(output_size).__name__} "
+                        f"{output_size!r}.")
+    wanted = int_sizes(tuple(output_size), op, nonnegative=True)
+    if len(wanted) == ndim:
+        wanted = tuple(wanted[a] for a in axes)
+    if len(wanted) != len(axes):
+        raise ValueError(f"{op}: output_size must give the {len(axes)} spatial size(s) or the whole output shape "
+                         f"({ndim} sizes), got {tuple(output_size)}.")
+    low = tuple((m - 1) * s - 2 * p + d * (k - 1) + 1
+                for m, s, p, d, k in zip(size, stride, padding, dilation, kernel))
+    high = tuple(lo + s - 1 for lo, s in zip(low, stride))
+    if any(not lo <= w <= hi for w, lo, hi in zip(wanted, low, high)):
+        raise ValueError(f"{op}: requested an output size of {wanted}, but valid sizes range from {low} to {high} "
+                         f"(for spatial input sizes {size}).")
+    return tuple(w - lo for w, lo in zip(wanted, low))
 
 
 def _fixed_transpose(n: int):

@@ -95,7 +95,8 @@ def as_tensor(data, names: Optional[Sequence] = None, dtype=None, device=None) -
 
 def _from_python(B, data, op: str, copy: bool = True, dtype=None):
     """An array of ``data``; with ``dtype`` given the caller casts it (from any dtype the backend reads)."""
-    python_floats = _is_python_float(data)
+    python_floats = _has_python(data, float)
+    python_complex = _has_python(data, complex)
     try:
         arr = B.asarray(data, copy=True if copy else None)
     except (TypeError, ValueError, OverflowError) as e:
@@ -104,6 +105,8 @@ def _from_python(B, data, op: str, copy: bool = True, dtype=None):
         return arr  # no float32 detour: nt.tensor([0.1], dtype=nt.float64) keeps full precision
     if python_floats and B.dtype_of(arr) is _dtypes.float64:
         arr = B.astype(arr, B.native(_dtypes.default_float))
+    elif python_complex and B.dtype_of(arr) is _dtypes.complex128:
+        arr = B.astype(arr, B.native(_dtypes.default_complex))
     _check_dtype(B, arr, op)
     return arr
 
@@ -118,12 +121,13 @@ def _check_dtype(B, arr, op: str) -> None:
         ) from None
 
 
-def _is_python_float(data) -> bool:
-    """Whether ``data`` is made of Python numbers with at least one float (so float32 is meant)."""
-    if data.__class__ is float:  # not a NumPy float64 scalar (a float subclass): that one keeps its dtype
+def _has_python(data, kind: type) -> bool:
+    """Whether ``data`` is made of Python numbers with at least one of class ``kind``: a float means float32,
+    a complex complex64 (PyTorch's defaults)."""
+    if data.__class__ is kind:  # not a NumPy float64 scalar (a float subclass): that one keeps its dtype
         return True
     if isinstance(data, (list, tuple)):
-        return any(_is_python_float(x) for x in data)
+        return any(_has_python(x, kind) for x in data)
     return False
 
 
@@ -165,19 +169,32 @@ def _factory(name: str, make) -> Callable[..., Tensor]:
 zeros = _factory("zeros", lambda B, shape, dt: B.zeros(shape, dtype=B.native(dt)))
 ones = _factory("ones", lambda B, shape, dt: B.ones(shape, dtype=B.native(dt)))
 empty = _factory("empty", lambda B, shape, dt: B.empty(shape, dtype=B.native(dt)))
-rand = _factory("rand", lambda B, shape, dt: B.rand(shape, _float_only(dt, "rand")))
-randn = _factory("randn", lambda B, shape, dt: B.randn(shape, _float_only(dt, "randn")))
+rand = _factory("rand", lambda B, shape, dt: _sample(B, "rand", shape, dt, "rand"))
+randn = _factory("randn", lambda B, shape, dt: _sample(B, "randn", shape, dt, "randn"))
 zeros.__doc__ = "A tensor of zeros: ``nt.zeros(2, 3, names=('batch', 'feat'))`` or ``nt.zeros({'batch': 2})``."
 ones.__doc__ = "A tensor of ones (same arguments as :func:`zeros`)."
 empty.__doc__ = "An uninitialised tensor (same arguments as :func:`zeros`)."
-rand.__doc__ = "Uniform samples in [0, 1) (see :func:`manual_seed`)."
-randn.__doc__ = "Standard normal samples (see :func:`manual_seed`)."
+rand.__doc__ = "Uniform samples in [0, 1), of both parts for a complex dtype (see :func:`manual_seed`)."
+randn.__doc__ = ("Standard normal samples; complex ones have independent parts of variance 1/2, as in PyTorch "
+                 "(see :func:`manual_seed`).")
 
 
 def _float_only(dt, op):
     if dt.kind != "f":
         raise TypeError(f"{op}: needs a floating dtype, got {dt!r}.")
     return dt
+
+
+def _sample(B, draw: str, shape, dt, op: str):
+    """``B.rand``/``B.randn`` samples of a float dtype or, for a complex one, of both parts (PyTorch's complex
+    normal has parts of variance 1/2, so that ``E|z|^2 = 1``)."""
+    if dt.kind != "c":
+        return getattr(B, draw)(shape, _float_only(dt, op))
+    part = _dtypes.real_of(dt)
+    re, im = getattr(B, draw)(shape, part), getattr(B, draw)(shape, part)
+    if draw == "randn":
+        re, im = re * math.sqrt(0.5), im * math.sqrt(0.5)
+    return B.complex(re, im)
 
 
 def full(shape, fill_value, names=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -197,14 +214,16 @@ def _int_arg(v, what: str, op: str) -> int:
 
 
 def _fill_value(v, op: str):
-    """A fill value as a Python bool, int or float (``None`` would fill with NaN, a str fail inside NumPy,
-    and a backend other than NumPy takes only Python scalars)."""
+    """A fill value as a Python bool, int, float or complex (``None`` would fill with NaN, a str fail inside
+    NumPy, and a backend other than NumPy takes only Python scalars)."""
     if is_bool(v):
         return bool(v)
     if isinstance(v, numbers.Integral):
         return int(v)
     if isinstance(v, numbers.Real):
         return float(v)
+    if isinstance(v, numbers.Complex):
+        return complex(v)
     raise TypeError(f"{op}: fill_value must be a number or a bool, got {type(v).__name__} {v!r}.")
 
 
@@ -213,6 +232,8 @@ def _scalar_dtype(v):
         return _dtypes.bool_
     if isinstance(v, int):
         return _dtypes.default_int
+    if isinstance(v, complex):
+        return _dtypes.default_complex
     return _dtypes.default_float
 
 
@@ -309,8 +330,8 @@ def _full(B, shape, dt, v):
 
 
 full_like = _like("full_like", _full)
-rand_like = _like("rand_like", lambda B, s, dt: B.rand(s, _float_only(dt, "rand_like")))
-randn_like = _like("randn_like", lambda B, s, dt: B.randn(s, _float_only(dt, "randn_like")))
+rand_like = _like("rand_like", lambda B, s, dt: _sample(B, "rand", s, dt, "rand_like"))
+randn_like = _like("randn_like", lambda B, s, dt: _sample(B, "randn", s, dt, "randn_like"))
 
 
 def randint_like(t: Tensor, low: int, high: Optional[int] = None, *, names=None, dtype=None, device=None) -> Tensor:

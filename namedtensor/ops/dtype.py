@@ -1,8 +1,10 @@
 """Changing a tensor's dtype or device, and copying it: ``to``, ``float``/``double``/``half``/``long``/
-``int``/``bool``, ``type_as``, ``cpu``, ``cuda``, ``clone``, ``contiguous``.
+``int``/``short``/``char``/``byte``/``bool``/``cfloat``/``cdouble``, ``type_as``, ``cpu``, ``cuda``,
+``clone``, ``contiguous``.
 
-Name rule: all keep the input's names.  A cast between floating dtypes is
-differentiable (the gradient is cast back to the input's dtype); a cast to an
+Name rule: all keep the input's names.  A cast between floating and complex
+dtypes is differentiable (the gradient is cast back to the input's dtype; a real
+input's is the real part of the complex one, as in PyTorch); a cast to an
 integer or bool dtype has no gradient.  A move to another device is a copy and
 differentiable: the gradient goes back to the source device.  Converting to the
 dtype (and device) a tensor already has returns the tensor itself, as in PyTorch.
@@ -10,6 +12,7 @@ dtype (and device) a tensor already has returns the tensor itself, as in PyTorch
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 from .. import _dtypes, backends
@@ -21,15 +24,26 @@ from ._common import tensor_arg
 
 class _Cast(Op):
     name = "to"
+    complex_grad = True
 
     @staticmethod
     def forward(B, x, dtype, src):
+        if src.kind == "c" and dtype.kind != "c":
+            # PyTorch's meaning on every backend (array-api-strict refuses the cast): bool is z != 0, a
+            # number the real part
+            if dtype.kind == "b":
+                return B.not_equal(x, 0)
+            x = B.real(x)
         return B.astype(x, B.native(dtype))
 
     @staticmethod
     def backward(node, g):
         p = node.params
-        return (apply(_Cast, (g,), node.in_names[0], dtype=p["src"], src=p["dtype"]),)
+        if p["src"].kind != "c" and g.dtype.kind == "c":
+            g = g.real  # real -> complex: the real input's gradient is the real part
+            if g.dtype is p["src"]:
+                return (g,)
+        return (apply(_Cast, (g,), node.in_names[0], dtype=p["src"], src=g.dtype),)
 
 
 class _CastNoGrad(_Cast):
@@ -60,6 +74,7 @@ class _ToDevice(Op):
     """A copy onto another backend's device; run by :func:`_move` (``apply`` keeps the input's backend)."""
 
     name = "to"
+    complex_grad = True
 
     @staticmethod
     def backward(node, g):
@@ -113,7 +128,10 @@ def _cast(t: Tensor, dtype, copy: bool) -> Tensor:
     src = t.dtype
     if dtype is None or dtype is src:
         return clone(t) if copy else t
-    op = _Cast if dtype.kind == "f" and src.kind == "f" else _CastNoGrad
+    if src.kind == "c" and dtype.kind not in "cb":
+        warnings.warn(f"to: casting complex values to {dtype!r} discards the imaginary part (as in PyTorch and "
+                      "NumPy); take t.real or t.abs() to say which real number is meant.", UserWarning, stacklevel=3)
+    op = _Cast if dtype.kind in _dtypes.DIFFERENTIABLE and src.kind in _dtypes.DIFFERENTIABLE else _CastNoGrad
     return apply(op, (t,), t._names, dtype=dtype, src=src)
 
 
@@ -129,7 +147,9 @@ def _caster(name: str, dtype: _dtypes.DType):
 # methods only: module-level names would shadow the builtins
 _CASTERS = {name: _caster(name, dt) for name, dt in (
     ("float", _dtypes.float32), ("double", _dtypes.float64), ("half", _dtypes.float16),
-    ("long", _dtypes.int64), ("int", _dtypes.int32), ("bool", _dtypes.bool_))}
+    ("long", _dtypes.int64), ("int", _dtypes.int32), ("short", _dtypes.int16), ("char", _dtypes.int8),
+    ("byte", _dtypes.uint8), ("bool", _dtypes.bool_), ("cfloat", _dtypes.complex64),
+    ("cdouble", _dtypes.complex128))}
 
 
 def type_as(t: Tensor, other: Tensor) -> Tensor:
@@ -154,6 +174,7 @@ def cuda(t: Tensor, device=None, non_blocking: bool = False) -> Tensor:
 
 class _Clone(Op):
     name = "clone"
+    complex_grad = True
 
     @staticmethod
     def forward(B, x):
@@ -162,6 +183,15 @@ class _Clone(Op):
     @staticmethod
     def backward(node, g):
         return (g,)
+
+
+def to_device(t: Tensor, device: str, /, *, stream: Optional[object] = None) -> Tensor:
+    """The Array API standard's ``x.to_device(device)``: ``t.to(device=device)`` (``stream``, for a
+    CUDA stream to order the copy on, is not supported: the copy runs on the current stream)."""
+    if stream is not None:
+        raise NotImplementedError("to_device: stream= is not supported; the copy runs on the device's current "
+                                  "stream (leave stream=None).")
+    return to(t, device=device)
 
 
 def clone(t: Tensor) -> Tensor:
@@ -175,5 +205,6 @@ def contiguous(t: Tensor, memory_format: Optional[object] = None) -> Tensor:
 
 
 METHODS = {
-    "to": to, **_CASTERS, "type_as": type_as, "cpu": cpu, "cuda": cuda, "clone": clone, "contiguous": contiguous,
+    "to": to, "to_device": to_device, **_CASTERS, "type_as": type_as, "cpu": cpu, "cuda": cuda, "clone": clone,
+    "contiguous": contiguous,
 }

@@ -29,7 +29,7 @@ __all__ = [
     "abs", "add", "ceil", "clamp", "clip", "cos", "div", "divide", "eq", "erf", "exp", "expm1", "floor",
     "floor_divide", "ge", "gelu", "gt", "isfinite", "isinf", "isnan", "le", "log", "log1p", "logical_and",
     "logical_not", "logical_or", "logical_xor", "lt", "maximum", "minimum", "mod", "mul", "multiply", "ne", "neg",
-    "pow", "reciprocal", "relu", "remainder", "round", "rsqrt", "sigmoid", "sign", "silu", "sin", "softplus",
+    "positive", "pow", "reciprocal", "relu", "remainder", "round", "rsqrt", "sigmoid", "sign", "silu", "sin", "softplus",
     "sqrt", "square", "sub", "subtract", "tan", "tanh", "true_divide", "where",
     "acos", "asin", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "trunc", "frac",
     "erfc", "erfinv", "lgamma", "digamma", "polygamma", "threshold", "nan_to_num", "atan2", "hypot", "logaddexp",
@@ -45,27 +45,37 @@ class Binary(Protocol):
     def __call__(self, a: Any, b: Any) -> Tensor: ...
 
 
-def _op_class(name: str, forward, backward, saves: tuple, saves_output: bool, differentiable: bool) -> type:
+def _op_class(name: str, forward, backward, saves: tuple, saves_output: bool, differentiable: bool,
+              complex_grad: bool = False) -> type:
     return type("_" + name.title().replace("_", ""), (Op,), {
         "name": name, "saves": saves, "saves_output": saves_output, "differentiable": differentiable,
-        "forward": staticmethod(forward), "backward": staticmethod(backward),
+        "complex_grad": complex_grad, "forward": staticmethod(forward), "backward": staticmethod(backward),
     })
 
 
+def _conj(v: Any) -> Any:
+    """The complex conjugate of a saved operand (a tensor or a Python number; real ones come back as they are),
+    for gradients in PyTorch's convention: ``grad_in = grad_out * conj(f'(z))``."""
+    if isinstance(v, Tensor):
+        return v.conj()
+    return v.conjugate() if v.__class__ is complex else v
+
+
 def unary(name: str, forward: Callable, grad: Optional[Callable] = None, *, saves_input: bool = False,
-          saves_output: bool = False) -> Callable[[Tensor], Tensor]:
+          saves_output: bool = False, complex_grad: bool = False) -> Callable[[Tensor], Tensor]:
     """The function of an elementwise op of one tensor; the output keeps the input's names.
 
     ``forward(B, x)`` computes it on a raw array; ``grad(x, y, g)`` is the input's gradient, with
     tensor ops, from the input ``x`` and the output ``y`` where the op saves them (else None).  No
-    ``grad``: the op is not differentiable (boolean results).
+    ``grad``: the op is not differentiable (boolean results).  ``complex_grad``: ``grad`` is right for
+    complex tensors too (PyTorch's convention, see :class:`~namedtensor.autograd.graph.Op`).
     """
 
     def backward(node, g):
         saved = node.saved_tensors()
         return (grad(saved[0] if saves_input else None, saved[-1] if saves_output else None, g),)
 
-    op = _op_class(name, forward, backward, (0,) if saves_input else (), saves_output, grad is not None)
+    op = _op_class(name, forward, backward, (0,) if saves_input else (), saves_output, grad is not None, complex_grad)
 
     def fn(x: Tensor) -> Tensor:
         if x.__class__ is not Tensor:  # the guard's call, off the hot path
@@ -78,7 +88,7 @@ def unary(name: str, forward: Callable, grad: Optional[Callable] = None, *, save
 
 
 def binary(name: str, forward: Callable, grads: Optional[Callable] = None, *, saves_inputs: bool = False,
-           saves_output: bool = False, reuses: Optional[str] = None) -> Binary:
+           saves_output: bool = False, reuses: Optional[str] = None, complex_grad: bool = False) -> Binary:
     """The function of an elementwise op of two operands (tensors, Python scalars, arrays as unnamed
     constants), broadcast; the output's names unify the operands' (rule 2).
 
@@ -86,7 +96,8 @@ def binary(name: str, forward: Callable, grads: Optional[Callable] = None, *, sa
     gradients (None for a constant), with tensor ops, from the operands and the output ``y`` where the
     op saves them (else None); each is summed back to its operand's shape.  No ``grads``: the op is not
     differentiable (comparisons).  ``reuses``: the backend function (taking ``out=``) with which a large
-    result may be written into a temporary operand's buffer (see ops/_elision.py).
+    result may be written into a temporary operand's buffer (see ops/_elision.py).  ``complex_grad`` as
+    for :func:`unary`.
     """
 
     def backward(node, g):
@@ -97,7 +108,8 @@ def binary(name: str, forward: Callable, grads: Optional[Callable] = None, *, sa
         return (None if ga is None or sa is None else sum_to(ga, sa, na),
                 None if gb is None or sb is None else sum_to(gb, sb, nb))
 
-    op = _op_class(name, forward, backward, (0, 1) if saves_inputs else (), saves_output, grads is not None)
+    op = _op_class(name, forward, backward, (0, 1) if saves_inputs else (), saves_output, grads is not None,
+                   complex_grad)
 
     def fn(a: Any, b: Any) -> Tensor:
         if isinstance(a, Tensor) and isinstance(b, Tensor):
@@ -167,19 +179,35 @@ def _zero_grad(x, y, g: Tensor) -> Tensor:
     return g.zeros_like()
 
 
-neg = unary("neg", lambda B, x: B.negative(x), lambda x, y, g: -g)
-abs = unary("abs", lambda B, x: B.abs(x), lambda x, y, g: g * x.sign(),
-            saves_input=True)
-exp = unary("exp", lambda B, x: B.exp(x), lambda x, y, g: g * y, saves_output=True)
-log = unary("log", lambda B, x: B.log(x), lambda x, y, g: g / x, saves_input=True)
+def _abs_grad(x: Tensor, g: Tensor) -> Tensor:
+    if x.dtype.kind != "c":
+        return g * x.sign()
+    # d|z| = Re(conj(z) dz) / |z|: the gradient is g z / |z| (0 at z = 0, as in PyTorch), written without
+    # sign(z), whose own gradient is not defined
+    r = x.abs()
+    return where(r == 0, 0, g * x / where(r == 0, 1, r))
+
+
+neg = unary("neg", lambda B, x: B.negative(x), lambda x, y, g: -g, complex_grad=True)
+
+
+def positive(t: Tensor) -> Tensor:
+    """PyTorch's ``torch.positive`` and ``+t``: ``t`` itself (bool tensors refused, as in PyTorch)."""
+    if tensor_arg(t, "positive").dtype is _dtypes.bool_:
+        raise TypeError("positive: not defined for bool tensors (as in PyTorch); use t.clone() for a copy.")
+    return t
+abs = unary("abs", lambda B, x: B.abs(x), lambda x, y, g: _abs_grad(x, g), saves_input=True, complex_grad=True)
+exp = unary("exp", lambda B, x: B.exp(x), lambda x, y, g: g * _conj(y), saves_output=True, complex_grad=True)
+log = unary("log", lambda B, x: B.log(x), lambda x, y, g: g / _conj(x), saves_input=True, complex_grad=True)
 log1p = unary("log1p", lambda B, x: B.log1p(x), lambda x, y, g: g / (x + 1), saves_input=True)
 expm1 = unary("expm1", lambda B, x: B.expm1(x), lambda x, y, g: g * (y + 1), saves_output=True)
-sqrt = unary("sqrt", lambda B, x: B.sqrt(x), lambda x, y, g: g * 0.5 / y, saves_output=True)
+sqrt = unary("sqrt", lambda B, x: B.sqrt(x), lambda x, y, g: g * 0.5 / _conj(y), saves_output=True, complex_grad=True)
 rsqrt = unary("rsqrt", lambda B, x: 1 / B.sqrt(x), lambda x, y, g: g * -0.5 * y * y * y, saves_output=True)
-sin = unary("sin", lambda B, x: B.sin(x), lambda x, y, g: g * x.cos(), saves_input=True)
-cos = unary("cos", lambda B, x: B.cos(x), lambda x, y, g: -g * x.sin(), saves_input=True)
+sin = unary("sin", lambda B, x: B.sin(x), lambda x, y, g: g * _conj(x.cos()), saves_input=True, complex_grad=True)
+cos = unary("cos", lambda B, x: B.cos(x), lambda x, y, g: -g * _conj(x.sin()), saves_input=True, complex_grad=True)
 tan = unary("tan", lambda B, x: B.tan(x), lambda x, y, g: g * (y * y + 1), saves_output=True)
-tanh = unary("tanh", lambda B, x: B.tanh(x), lambda x, y, g: g * (1 - y * y), saves_output=True)
+tanh = unary("tanh", lambda B, x: B.tanh(x), lambda x, y, g: g * _conj(1 - y * y), saves_output=True,
+             complex_grad=True)
 sigmoid = unary("sigmoid", _sigmoid, lambda x, y, g: g * y * (1 - y), saves_output=True)
 relu = unary("relu", lambda B, x: B.maximum(x, 0), lambda x, y, g: where(x > 0, g, 0), saves_input=True)
 silu = unary("silu", _silu, lambda x, y, g: _silu_grad(x, g), saves_input=True)
@@ -190,7 +218,8 @@ sign = unary("sign", lambda B, x: B.sign(x), _zero_grad)
 floor = unary("floor", lambda B, x: B.floor(x), _zero_grad)
 ceil = unary("ceil", lambda B, x: B.ceil(x), _zero_grad)
 round = unary("round", lambda B, x: B.round(x), _zero_grad)
-reciprocal = unary("reciprocal", lambda B, x: B.divide(1, x), lambda x, y, g: -g * y * y, saves_output=True)
+reciprocal = unary("reciprocal", lambda B, x: B.divide(1, x), lambda x, y, g: -g * _conj(y * y), saves_output=True,
+                   complex_grad=True)
 def _no_int8(B, out):
     """``out``, unless NumPy's promotion made it a dtype no tensor holds: bool // bool, bool % bool and
     bool ** bool are int8 there."""
@@ -208,7 +237,7 @@ def _square(B, x):
     return x * x
 
 
-square = unary("square", _square, lambda x, y, g: g * 2 * x, saves_input=True)
+square = unary("square", _square, lambda x, y, g: g * 2 * _conj(x), saves_input=True, complex_grad=True)
 logical_not = unary("logical_not", lambda B, x: B.logical_not(x))
 isnan = unary("isnan", lambda B, x: B.isnan(x))
 isinf = unary("isinf", lambda B, x: B.isinf(x))
@@ -390,12 +419,13 @@ def _remainder_grads(a, b, y, g):
     return g, None if b.__class__ in SCALARS else -g * (a / b).floor()
 
 
-add = binary("add", lambda B, a, b: B.add(a, b), lambda a, b, y, g: (g, g), reuses="add")
-sub = binary("sub", lambda B, a, b: B.subtract(a, b), lambda a, b, y, g: (g, -g), reuses="subtract")
-mul = binary("mul", lambda B, a, b: B.multiply(a, b), lambda a, b, y, g: (g * b, g * a), saves_inputs=True,
-             reuses="multiply")
-div = binary("div", lambda B, a, b: B.divide(a, b), lambda a, b, y, g: (g / b, -g * y / b), saves_inputs=True,
-             saves_output=True, reuses="divide")
+add = binary("add", lambda B, a, b: B.add(a, b), lambda a, b, y, g: (g, g), reuses="add", complex_grad=True)
+sub = binary("sub", lambda B, a, b: B.subtract(a, b), lambda a, b, y, g: (g, -g), reuses="subtract",
+             complex_grad=True)
+mul = binary("mul", lambda B, a, b: B.multiply(a, b), lambda a, b, y, g: (g * _conj(b), g * _conj(a)),
+             saves_inputs=True, reuses="multiply", complex_grad=True)
+div = binary("div", lambda B, a, b: B.divide(a, b), lambda a, b, y, g: (g / _conj(b), -g * _conj(y / b)),
+             saves_inputs=True, saves_output=True, reuses="divide", complex_grad=True)
 pow = binary("pow", lambda B, a, b: _no_int8(B, B.pow(a, b)), _pow_grads,
              saves_inputs=True, saves_output=True)
 maximum = binary("maximum", lambda B, a, b: B.maximum(a, b), lambda a, b, y, g: _extremum_grads(a, b, g, a > b),
@@ -437,10 +467,23 @@ fmod = binary("fmod", lambda B, a, b: _no_int8(B, B.fmod(a, b)), _fmod_grads, sa
 # comparisons and logical ops: boolean results, no gradient
 eq = binary("eq", lambda B, a, b: B.equal(a, b))
 ne = binary("ne", lambda B, a, b: B.not_equal(a, b))
-lt = binary("lt", lambda B, a, b: B.less(a, b))
-le = binary("le", lambda B, a, b: B.less_equal(a, b))
-gt = binary("gt", lambda B, a, b: B.greater(a, b))
-ge = binary("ge", lambda B, a, b: B.greater_equal(a, b))
+def _ordered(compare: Callable) -> Callable:
+    """The forward of an order comparison: complex operands are refused, as in PyTorch (NumPy would compare
+    them lexicographically)."""
+    def forward(B, a, b):
+        for x in (a, b):
+            if x.__class__ is complex or (x.__class__ not in SCALARS and B.dtype_of(x).kind == "c"):
+                raise TypeError("complex numbers have no order (PyTorch refuses them too); compare a real key: "
+                                "t.abs(), t.real or t.angle().")
+        return compare(B, a, b)
+
+    return forward
+
+
+lt = binary("lt", _ordered(lambda B, a, b: B.less(a, b)))
+le = binary("le", _ordered(lambda B, a, b: B.less_equal(a, b)))
+gt = binary("gt", _ordered(lambda B, a, b: B.greater(a, b)))
+ge = binary("ge", _ordered(lambda B, a, b: B.greater_equal(a, b)))
 logical_and = binary("logical_and", lambda B, a, b: B.logical_and(a, b))
 logical_or = binary("logical_or", lambda B, a, b: B.logical_or(a, b))
 logical_xor = binary("logical_xor", lambda B, a, b: B.logical_xor(a, b))
@@ -450,6 +493,7 @@ logical_xor = binary("logical_xor", lambda B, a, b: B.logical_xor(a, b))
 
 class _Where(Op):
     name = "where"
+    complex_grad = True
     saves = (0,)
 
     @staticmethod
@@ -512,7 +556,11 @@ class _Clip(Op):
 
 
 def clip(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    """Limit values to ``[min, max]`` (numbers or tensors); keeps names (unifies with tensor bounds)."""
+    """Limit values to ``[min, max]`` (numbers or tensors); keeps names (unifies with tensor bounds).  Complex
+    tensors are refused, as in PyTorch: they have no order."""
+    if isinstance(x, Tensor) and x.dtype.kind == "c":
+        raise TypeError(f"clip: complex numbers have no order ({x.dtype!r}); PyTorch refuses them too. Clip a real "
+                        "key instead: t.abs(), t.real or t.angle().")
     if any(b is not None and b.__class__ not in SCALARS for b in (min, max)):
         # tensors and arrays (NumPy scalars too) broadcast and unify names as the binary ops do
         out = x
@@ -617,12 +665,10 @@ METHODS = {
     "lerp": lerp, "addcmul": addcmul, "addcdiv": addcdiv,
     "gelu": gelu, "clip": clip, "clamp": clip, "logical_not": logical_not, "isnan": isnan, "isinf": isinf,
     "isfinite": isfinite, "subtract": sub, "multiply": mul, "divide": div, "true_divide": div,
-    "__neg__": neg, "__abs__": abs,
+    "__neg__": neg, "__abs__": abs, "__pos__": positive, "positive": positive,
     "__add__": add.operator, "__radd__": _reversed(add), "__sub__": sub.operator, "__rsub__": _reversed(sub),
     "__mul__": mul.operator, "__rmul__": _reversed(mul), "__truediv__": div.operator, "__rtruediv__": _reversed(div),
     "__floordiv__": floor_divide, "__rfloordiv__": _reversed(floor_divide),
     "__mod__": remainder, "__rmod__": _reversed(remainder), "__pow__": pow, "__rpow__": _reversed(pow),
     "__eq__": eq, "__ne__": ne, "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge,
-    "__and__": logical_and, "__or__": logical_or, "__xor__": logical_xor, "__invert__": logical_not,
-    "__rand__": _reversed(logical_and), "__ror__": _reversed(logical_or), "__rxor__": _reversed(logical_xor),
 }

@@ -46,6 +46,7 @@ class _GetItem(Op):
     """Basic indexing (ints, slices, ``None``, ``...``): a view of the input."""
 
     name = "getitem"
+    complex_grad = True
     view = True
 
     @staticmethod
@@ -61,6 +62,7 @@ class _SetIntoZeros(Op):
     """The gradient of basic indexing: ``g`` written into zeros (basic keys never repeat an element)."""
 
     name = "getitem_backward"
+    complex_grad = True
 
     @staticmethod
     def forward(B, g, shape, key):
@@ -77,6 +79,7 @@ class _Take(Op):
     """Advanced indexing (integer arrays, boolean masks): a copy."""
 
     name = "getitem"
+    complex_grad = True
 
     @staticmethod
     def forward(B, x, key):
@@ -95,6 +98,7 @@ class _ScatterAdd(Op):
     """The gradient of advanced indexing: ``g`` added into zeros at ``key`` (repeats accumulate)."""
 
     name = "getitem_backward"
+    complex_grad = True
 
     @staticmethod
     def forward(B, g, shape, key):
@@ -359,7 +363,8 @@ def _check_masks(t: Tensor, tokens: list, masks: list, op: str) -> None:
     for pos, shape in masks:
         start = where_src[pos]
         own = tuple(t.shape[start:start + len(shape)])
-        if tuple(shape) != own:
+        # a mask dim of size 0 selects nothing from any dim (the Array API standard's rule and NumPy's)
+        if len(own) != len(shape) or any(m != s and m != 0 for m, s in zip(shape, own)):
             raise IndexError(
                 f"{op}: the boolean mask of shape {tuple(shape)} does not match the shape {own} of the dims "
                 f"{_names.fmt(t._names[start:start + len(shape)])} it indexes (dims {start} to "
@@ -445,6 +450,7 @@ def index_select(t: Tensor, dim: Dim, index: Any) -> Tensor:
 
 class _Gather(Op):
     name = "gather"
+    complex_grad = True
 
     @staticmethod
     def forward(B, x, ax, index, crop):
@@ -463,6 +469,7 @@ class _GatherBackward(Op):
     """Scatter-add along ``ax`` into zeros of the gathered tensor's shape."""
 
     name = "gather_backward"
+    complex_grad = True
 
     @staticmethod
     def forward(B, g, shape, ax, index, crop):
@@ -523,10 +530,11 @@ def check_fits(shape: Sequence[int], other_shape: Sequence[int], what: str, op: 
 
 
 def check_value_kind(dtype: _dtypes.DType, value_kind: str, op: str) -> None:
-    """NumPy's 'same_kind' casting: bool -> int -> float, never back (a float would be truncated)."""
-    order = "bif"
-    if order.index(value_kind) > order.index(dtype.kind):
-        what = {"f": "a float", "i": "an int", "b": "a bool"}[value_kind]
+    """NumPy's 'same_kind' casting: bool -> int (signed or unsigned) -> float -> complex, never back (a float
+    would be truncated, a complex lose its imaginary part)."""
+    rank = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
+    if rank[value_kind] > rank[dtype.kind]:
+        what = {"c": "a complex", "f": "a float", "i": "an int", "u": "an int", "b": "a bool"}[value_kind]
         raise TypeError(
             f"{op}: cannot write {what} value into a tensor of dtype {dtype!r} (it would be truncated); "
             "convert the tensor first (e.g. .float()) or give a value of its kind."
@@ -551,13 +559,14 @@ def as_number(v: Any) -> Union[bool, int, float, None]:
     return None
 
 
-def scalar_kind(v: Union[bool, int, float]) -> str:
-    """The dtype kind a Python number writes as: ``"b"``, ``"i"`` or ``"f"``."""
-    return "b" if isinstance(v, bool) else "i" if isinstance(v, int) else "f"
+def scalar_kind(v: Union[bool, int, float, complex]) -> str:
+    """The dtype kind a Python number writes as: ``"b"``, ``"i"``, ``"f"`` or ``"c"``."""
+    return "b" if isinstance(v, bool) else "i" if isinstance(v, int) else "c" if isinstance(v, complex) else "f"
 
 
 class _MaskedFill(Op):
     name = "masked_fill"
+    complex_grad = True
     saves = (1,)
 
     @staticmethod

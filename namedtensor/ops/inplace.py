@@ -1,7 +1,8 @@
 """In-place ops: ``add_ sub_ mul_ div_ clamp_ masked_fill_ zero_ fill_ copy_``, ``t[key] = value``,
-the augmented operators ``+= -= *= /=``, an in-place variant ``x.op_()`` of every other elementwise op
-(``exp_ relu_ pow_ logical_and_``..., made from the elementwise family's exported names, so an op
-added there gets its variant), and the samplers ``uniform_ normal_ bernoulli_ exponential_ random_
+the augmented operators ``+= -= *= /= &= |= ^= <<= >>=``, an in-place variant ``x.op_()`` of every other
+elementwise op (``exp_ relu_ pow_ logical_and_ xlogy_ bitwise_and_``..., made from the exported names of the
+elementwise families, ``elementwise``, ``special_math`` and ``bitwise``, so an op added there gets its
+variant), and the samplers ``uniform_ normal_ bernoulli_ exponential_ random_
 geometric_ log_normal_ cauchy_``.
 
 Name rule (:func:`namedtensor._names.inplace`): self keeps its dims; the other
@@ -40,7 +41,7 @@ from ..autograd.graph import (
     Op, _device_error, _state, apply, enable_grad, no_grad, record, refresh, version_counter,
 )
 from ..tensor import Tensor
-from . import elementwise
+from . import bitwise, elementwise, special_math
 from ._common import operand, sum_to, tensor_arg, with_names
 from .dtype import clone
 from .elementwise import clip, where
@@ -228,8 +229,9 @@ def _write_error(t: Tensor, e: Exception, value, op: str) -> Exception:
     if "read-only" in str(e):
         return ValueError(
             f"{op}: cannot write into this tensor (names {_names.fmt(t._names)}, shape {t.shape}): its data "
-            "is a read-only view (expand/broadcast_to repeat elements without copying them; diagonal's result is a "
-            "copy, unlike PyTorch's view, so a write would not reach its input). Write into a clone() instead."
+            "is a read-only view (expand/broadcast_to repeat elements without copying them; the results of diagonal, "
+            "unfold, real, imag and view_as_real are copies, unlike PyTorch's views, so a write would not reach their "
+            "input). Write into a clone() instead."
         )
     shape = getattr(value, "shape", ())
     return ValueError(
@@ -287,7 +289,7 @@ def _binary_inplace(name: str, backend_fn: str, out_of_place: Callable, float_re
 
     def fn(self: Tensor, other) -> Tensor:
         graph = _records(self, name, other)
-        if float_result and self.dtype.kind != "f":
+        if float_result and self.dtype.kind not in "fc":
             raise TypeError(
                 f"{name}: true division gives floats, which cannot be written into a tensor of dtype "
                 f"{self.dtype!r}; use the out-of-place op or convert first (e.g. .float())."
@@ -545,6 +547,9 @@ def random_(self: Tensor, from_: int = 0, to: Any = None) -> Tensor:
         if v is not None and (isinstance(v, bool) or not hasattr(v, "__index__")):
             raise TypeError(f"random_: {what} must be an int, got {type(v).__name__} {v!r}.")
     dt = self.dtype
+    if dt.kind == "c":
+        raise TypeError(f"random_: draws integers, which a complex tensor ({dt!r}) does not take (PyTorch refuses "
+                        "it too); fill the parts: nt.complex(re, im).")
     if to is None:
         if from_ != 0:
             from_, to = 0, from_
@@ -557,15 +562,17 @@ def random_(self: Tensor, from_: int = 0, to: Any = None) -> Tensor:
     low, high = int(from_), int(to)
     if high <= low:
         raise ValueError(f"random_: expects from < to, got from={low} and to={high}.")
-    if dt.kind != "f" and dt.kind != "b" and (low < -(2 ** (8 * dt.itemsize - 1)) or high > 2 ** (8 * dt.itemsize - 1)):
+    lowest = 0 if dt.kind == "u" else -(2 ** (8 * dt.itemsize - 1))
+    if dt.kind in "iu" and (low < lowest or high > 2 ** (8 * dt.itemsize - 1)):
         raise ValueError(f"random_: [from, to) = [{low}, {high}) is out of the range of {dt.name}.")
     return _draw(self, self._B.randint(low, high, self._data.shape, _dtypes.int64), "random_")
 
 
 # ----------------------------------------------------------------------------- the elementwise family's variants
 
-#: elementwise ops with no in-place variant: ``Tensor.where(cond, y)`` in PyTorch takes self as the value
-_NO_VARIANT = frozenset({"where"})
+#: elementwise ops with no in-place variant (none in PyTorch): ``Tensor.where(cond, y)`` takes self as the
+#: value, ``positive`` is self
+_NO_VARIANT = frozenset({"where", "positive"})
 #: the variants written out above, with a raw fast path, by the out-of-place op they edit
 _WRITTEN = {elementwise.add: add_, elementwise.sub: sub_, elementwise.mul: mul_, elementwise.div: div_,
             elementwise.clip: clamp_}
@@ -589,20 +596,25 @@ def _variant(name: str, fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
 
 
 def _variants() -> dict:
-    """``op_`` for each op of the family's exports that is a Tensor method: ``x.op_(...)`` writes ``x.op(...)``
-    (the method, which for some ops orders the arguments differently: ``x.polygamma(n)``)."""
+    """``op_`` for each op of the elementwise families' exports that is a Tensor method: ``x.op_(...)`` writes
+    ``x.op(...)`` (the method, which for some ops orders the arguments differently: ``x.polygamma(n)``)."""
     table = {}
-    for name in elementwise.__all__:
-        method = elementwise.METHODS.get(name)
-        if method is not None and name not in _NO_VARIANT:
-            table[name + "_"] = _WRITTEN.get(method) or _variant(name, method)
+    for family in (elementwise, special_math, bitwise):
+        for name in family.__all__:
+            method = family.METHODS.get(name)
+            if method is not None and name not in _NO_VARIANT:
+                table[name + "_"] = _WRITTEN.get(method) or _variant(name, method)
     return table
 
 
+_VARIANTS = _variants()
+
 METHODS = {
-    **_variants(),
+    **_VARIANTS,
     "masked_fill_": masked_fill_, "fill_": fill_, "zero_": zero_, "copy_": copy_, "__setitem__": setitem,
     "__iadd__": add_, "__isub__": sub_, "__imul__": mul_, "__itruediv__": div_,
+    "__iand__": _VARIANTS["bitwise_and_"], "__ior__": _VARIANTS["bitwise_or_"], "__ixor__": _VARIANTS["bitwise_xor_"],
+    "__ilshift__": _VARIANTS["bitwise_left_shift_"], "__irshift__": _VARIANTS["bitwise_right_shift_"],
     "uniform_": uniform_, "normal_": normal_, "log_normal_": log_normal_, "exponential_": exponential_,
     "cauchy_": cauchy_, "geometric_": geometric_, "bernoulli_": bernoulli_, "random_": random_,
 }

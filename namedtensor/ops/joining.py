@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence, Tuple, Union
 
-from .. import _names
+from .. import _dtypes, _names
 from ..autograd.graph import Op, apply, share_view
 from ..tensor import Tensor
 from ._common import int_sizes
@@ -41,12 +41,25 @@ def _tensor_list(tensors, op: str) -> tuple:
 
 
 def _same_dtype(tensors, op: str) -> None:
+    """Refuse tensors of different dtypes, for the ops that PyTorch gives no promotion (``meshgrid``)."""
     first = tensors[0].dtype
     if any(x.dtype is not first for x in tensors[1:]):
         raise TypeError(
             f"{op}: all tensors must have the same dtype, got {', '.join(repr(x.dtype) for x in tensors)}; "
             "convert them first (e.g. .to(nt.float32))."
         )
+
+
+def _promoted(tensors: tuple) -> tuple:
+    """The tensors in the dtype they promote to (NumPy 2's rules, PyTorch's for the common cases), each
+    converted by ``to`` so that a gradient goes back in its own dtype."""
+    first = tensors[0].dtype
+    if all(x.dtype is first for x in tensors[1:]):
+        return tensors
+    common = first
+    for x in tensors[1:]:
+        common = _dtypes.promote(common, x.dtype)
+    return tuple(x if x.dtype is common else x.to(common) for x in tensors)
 
 
 def _shapes_text(tensors) -> str:
@@ -58,6 +71,7 @@ def _shapes_text(tensors) -> str:
 
 class _Cat(Op):
     name = "cat"
+    complex_grad = True
 
     @staticmethod
     def forward(B, *xs, axis):
@@ -73,6 +87,7 @@ class _Split(Op):
     """Cut ``x`` along ``axis`` at ``bounds``: one output (a view) per piece."""
 
     name = "split"
+    complex_grad = True
     n_outputs = None  # as many outputs as pieces
 
     @staticmethod
@@ -107,7 +122,8 @@ def _views_of(pieces: tuple, t: Tensor, keys) -> tuple:
 
 def cat(tensors: Sequence[Tensor], dim: Dim = 0) -> Tensor:
     """Concatenate along ``dim`` (a name or an int).  Names unify dim by dim (``None`` matches any name);
-    sizes must be equal except along ``dim``; dtypes must be equal."""
+    sizes must be equal except along ``dim``; dtypes promote as in arithmetic (NumPy 2's rules: ``a + b``
+    has the dtype of ``cat([a, b])``)."""
     tensors = _tensor_list(tensors, "cat")
     ax, names = _names.cat(tuple(x._names for x in tensors), dim, "cat")
     first = tensors[0].shape
@@ -118,8 +134,7 @@ def cat(tensors: Sequence[Tensor], dim: Dim = 0) -> Tensor:
                 f"cat: sizes must match except along {_names._dim_label(names, ax)}, got shapes and names "
                 f"{_shapes_text(tensors)}."
             )
-    _same_dtype(tensors, "cat")
-    return apply(_Cat, tensors, names, axis=ax)
+    return apply(_Cat, _promoted(tensors), names, axis=ax)
 
 
 concat = cat
@@ -163,6 +178,7 @@ def chunk(t: Tensor, chunks: int, dim: Dim = 0) -> Tuple[Tensor, ...]:
 
 class _Stack(Op):
     name = "stack"
+    complex_grad = True
 
     @staticmethod
     def forward(B, *xs, axis):
@@ -175,6 +191,7 @@ class _Stack(Op):
 
 class _Unbind(Op):
     name = "unbind"
+    complex_grad = True
     n_outputs = None  # as many outputs as slices
 
     @staticmethod
@@ -190,14 +207,13 @@ class _Unbind(Op):
 def stack(tensors: Sequence[Tensor], dim: Dim = 0) -> Tensor:
     """Stack along a new dim.  A str ``dim`` names the new dim, which goes first (move it with
     ``align_to``/``permute``); an int ``dim`` is the position of a new unnamed dim.  The tensors'
-    names unify dim by dim; shapes and dtypes must be equal."""
+    names unify dim by dim; shapes must be equal, dtypes promote as in :func:`cat`."""
     tensors = _tensor_list(tensors, "stack")
     ax, names = _names.stack(tuple(x._names for x in tensors), dim, "stack")
     first = tensors[0].shape
     if any(x.shape != first for x in tensors[1:]):
         raise ValueError(f"stack: all tensors must have the same shape, got {_shapes_text(tensors)}.")
-    _same_dtype(tensors, "stack")
-    return apply(_Stack, tensors, names, axis=ax)
+    return apply(_Stack, _promoted(tensors), names, axis=ax)
 
 
 def unbind(t: Tensor, dim: Dim = 0) -> Tuple[Tensor, ...]:
@@ -216,6 +232,7 @@ class _Pad(Op):
     """Constant padding; a negative width crops.  Its adjoint is itself with negated widths."""
 
     name = "pad"
+    complex_grad = True
 
     @staticmethod
     def forward(B, x, widths, value):

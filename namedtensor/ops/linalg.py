@@ -1,4 +1,5 @@
-"""Contractions: ``matmul``/``@`` (and PyTorch's ``mm bmm mv addmm baddbmm``), ``nt.dot`` (by name),
+"""Contractions: ``matmul``/``@`` (and PyTorch's ``mm bmm mv addmm baddbmm addmv addbmm chain_matmul``),
+``nt.dot`` (by name),
 ``nt.einsum`` (over names) and ``nt.outer``.
 
 Name rules (all in :mod:`namedtensor._names`):
@@ -8,21 +9,25 @@ Name rules (all in :mod:`namedtensor._names`):
   contracted dims must have equal names when both are named (stricter than
   PyTorch, to catch accidental alignment); the output is ``batch + a[-2] + b[-1]``
   and may not repeat a name.  ``mm`` (2-D @ 2-D), ``bmm`` (3-D @ 3-D, equal batch sizes) and ``mv``
-  (2-D @ 1-D) are matmul with PyTorch's shape requirements; ``addmm``/``baddbmm`` add ``beta * input``,
-  which broadcasts onto the product and unifies with its names (rule 2).
+  (2-D @ 1-D) are matmul with PyTorch's shape requirements, and ``chain_matmul`` is ``mm`` product by
+  product; ``addmm``/``baddbmm``/``addmv``/``addbmm`` add ``beta * input``, which broadcasts onto the
+  product (``addbmm``'s summed over its batch dim) and unifies with its names (rule 2).
 * ``dot(*tensors, over=...)`` (:func:`~namedtensor._names.contract`): every dim
   is named; the names in ``over``, each in two operands at least, are summed; every other
   name appears once in the output (a name shared by several operands is a batch dim, with equal sizes), in
   order of first appearance unless ``out=`` orders them.
 * ``einsum(spec, *tensors)`` (:func:`~namedtensor._names.parse_einsum`): the spec's
   words name each operand's dims (refining them) and the output's.
-* ``outer(a, b)`` (:func:`~namedtensor._names.outer`): ``a.names + b.names``, disjoint.
+* ``outer(a, b)`` (:func:`~namedtensor._names.outer`): ``a.names + b.names``, disjoint; a broadcast
+  product (``mul``'s gradients).
 
-``dot``, ``einsum`` and ``outer`` run one op, ``_Einsum``, whose gradient for each
+``dot`` and ``einsum`` run one op, ``_Einsum``, whose gradient for each
 operand is again an einsum (of the output's gradient and the other operands), so
-higher-order gradients come for free.  Operands must share a dtype kind (float
-with float, int with int), as in PyTorch; mixed float widths promote (the autograd
-engine casts each gradient back to its operand's dtype).
+higher-order gradients come for free (for complex operands the others are
+conjugated: PyTorch's convention).  Operands must share a dtype kind (float with
+float, complex with complex, int with int), as in PyTorch; mixed widths promote
+(the autograd engine casts each gradient back to its operand's dtype), and so do
+signed with unsigned integers, as in NumPy 2 (uint8 with int8 gives int16).
 """
 
 from __future__ import annotations
@@ -53,16 +58,23 @@ def _as_operand(x, like: Optional[Tensor], op: str) -> Tensor:
 
 
 def _check_dtypes(op: str, tensors: Sequence[Tensor]) -> None:
-    """Refuse bool operands and mixed kinds (float with int): the backends disagree on them."""
+    """Refuse bool operands and mixed kinds (float with int, real with complex), as PyTorch does.  Signed and
+    unsigned integers are one kind and promote as in NumPy 2 and the Array API (uint8 with int8 gives int16),
+    except uint64 with a signed integer, which no integer dtype holds (NumPy gives float64)."""
     first = tensors[0].dtype
     if first.kind != "b" and all(t.dtype is first for t in tensors):
         return
     dts = [t.dtype for t in tensors]
-    kinds = {d.kind for d in dts}
+    kinds = {"i" if d.kind == "u" else d.kind for d in dts}
     if "b" in kinds or len(kinds) > 1:
         raise TypeError(
-            f"{op}: operands must all be floating point or all integer, got {', '.join(repr(d) for d in dts)}. "
-            "Convert with .to(dtype) (e.g. .float()) first."
+            f"{op}: operands must all be floating point or all integer, got {', '.join(repr(d) for d in dts)} "
+            "(complex ones go with complex ones). Convert with .to(dtype) (e.g. .float()) first."
+        )
+    if any(d.name == "uint64" for d in dts) and any(d.kind == "i" for d in dts):
+        raise TypeError(
+            f"{op}: uint64 with a signed integer ({', '.join(repr(d) for d in dts)}) has no integer dtype to "
+            "promote to; convert one operand with .to(dtype) (e.g. .long()) first."
         )
 
 
@@ -89,6 +101,7 @@ def _matmul_shapes(sa: Tuple[int, ...], sb: Tuple[int, ...]) -> Optional[str]:
 
 class _Matmul(Op):
     name = "matmul"
+    complex_grad = True
     saves = (0, 1)
 
     @staticmethod
@@ -115,8 +128,9 @@ class _Matmul(Op):
             gshape = gshape[:-1] + (1,) + gshape[-1:]
         if gshape != tuple(g.shape):
             g = g.reshape(gshape)
-        ga = _to_operand(g @ b.mT, a.shape, sa, na) if node.edges[0] is not None else None
-        gb = _to_operand(a.mT @ g, b.shape, sb, nb) if node.edges[1] is not None else None
+        # .mH: the conjugate transpose, PyTorch's convention for complex operands (.mT for real ones)
+        ga = _to_operand(g @ b.mH, a.shape, sa, na) if node.edges[0] is not None else None
+        gb = _to_operand(a.mH @ g, b.shape, sb, nb) if node.edges[1] is not None else None
         return ga, gb
 
 
@@ -208,6 +222,35 @@ def baddbmm(input: Any, batch1: Tensor, batch2: Any, *, beta: float = 1, alpha: 
                         beta, alpha)
 
 
+def addmv(input: Any, mat: Tensor, vec: Any, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """``beta * input + alpha * (mat @ vec)``, a 2-D matrix and a 1-D vector, as ``torch.addmv``; ``input``
+    broadcasts onto the product and its names unify with the product's (rule 2)."""
+    return _add_product("addmv", input, _matmul(tensor_arg(mat, "addmv", "mat"), vec, "addmv", (2, 1)), beta, alpha)
+
+
+def addbmm(input: Any, batch1: Tensor, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """``beta * input + alpha * bmm(batch1, batch2).sum(0)``, batches 3-D, as ``torch.addbmm``: the batch
+    dim is summed; ``input`` broadcasts onto the product and its names unify with the product's (rule 2)."""
+    product = _matmul(tensor_arg(batch1, "addbmm", "batch1"), batch2, "addbmm", (3, 3))
+    return _add_product("addbmm", input, product.sum(0), beta, alpha)
+
+
+def chain_matmul(*matrices: Tensor) -> Tensor:
+    """The product of 2-D matrices from left to right, as ``torch.chain_matmul`` (deprecated there for
+    ``torch.linalg.multi_dot``); names as :func:`matmul`, product by product."""
+    if not matrices:
+        raise TypeError("chain_matmul: expected at least one matrix.")
+    if len(matrices) == 1:
+        m = tensor_arg(matrices[0], "chain_matmul")
+        if m.ndim != 2:
+            raise ValueError(f"chain_matmul: expected 2-D matrices, got shape {m.shape}.")
+        return m
+    out = matrices[0]
+    for m in matrices[1:]:
+        out = _matmul(tensor_arg(out, "chain_matmul"), m, "chain_matmul", (2, 2))
+    return out
+
+
 def _rmatmul(b: Tensor, a) -> Tensor:
     return matmul(_as_operand(a, b, "matmul"), b)
 
@@ -232,6 +275,7 @@ class _EinsumBase(Op):
     within an operand)."""
 
     name = "einsum"
+    complex_grad = True
 
     @staticmethod
     def forward(B, *arrays, ids, out):
@@ -246,7 +290,8 @@ class _EinsumBase(Op):
             if node.edges[i] is None:
                 grads.append(None)
                 continue
-            others = [saved[j] for j in range(len(saved)) if j != i]
+            # linear in each operand: the gradient contracts g with the others' conjugates (PyTorch's convention)
+            others = [saved[j].conj() for j in range(len(saved)) if j != i]
             other_ids = (out,) + tuple(ids[j] for j in range(len(ids)) if j != i)
             present = set(out).union(*other_ids[1:])
             # a dim summed in operand i alone gets a constant gradient along it: compute the
@@ -354,9 +399,12 @@ def outer(a: Tensor, b: Tensor) -> Tensor:
     ``a.names + b.names`` (which must not share a name; use :func:`dot` for shared batch dims)."""
     b = _as_operand(b, tensor_arg(a, "outer"), "outer")
     names = _names.outer(a._names, b._names, "outer")
+    _check_dtypes("outer", (a, b))
+    # one product per pair, broadcast: einsum would add each product to a +0.0, turning -0.0 into 0.0
     na = a.ndim
-    return _einsum((a, b), (tuple(range(na)), tuple(range(na, na + b.ndim))), tuple(range(na + b.ndim)), names, "outer")
+    rows = _unsqueeze_axes(with_names(a, _names.unnamed(na)), tuple(range(na, na + b.ndim)))
+    return with_names(rows * with_names(b, _names.unnamed(b.ndim)), names)
 
 
 METHODS = {"matmul": matmul, "__matmul__": matmul, "__rmatmul__": _rmatmul, "outer": outer, "mm": mm, "bmm": bmm,
-           "mv": mv, "addmm": addmm, "baddbmm": baddbmm}
+           "mv": mv, "addmm": addmm, "baddbmm": baddbmm, "addmv": addmv, "addbmm": addbmm}

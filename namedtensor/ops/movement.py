@@ -17,7 +17,7 @@ from ..autograd.graph import Op, apply
 from ..tensor import Tensor
 from ._common import with_names
 from ._common import int_sizes
-from .shape import _reshape, _track_view
+from .shape import _reshape
 
 __all__ = ["flip", "roll", "tile", "tril", "triu"]
 
@@ -36,10 +36,12 @@ def _dims(dims) -> tuple:
 
 class _Flip(Op):
     name = "flip"
+    complex_grad = True
 
     @staticmethod
     def forward(B, x, axes):
-        return B.flip(x, axis=axes)
+        # a copy, as PyTorch's flip is (NumPy's is a view): a write into the result must not reach the input
+        return B.asarray(B.flip(x, axis=axes), copy=True)
 
     @staticmethod
     def backward(node, g):
@@ -48,15 +50,17 @@ class _Flip(Op):
 
 def flip(t: Tensor, *dims: Dim) -> Tensor:
     """Reverse the order of entries along ``dims`` (names or ints; ``t.flip("seq")``, ``t.flip(0, 1)``
-    or ``t.flip((0, 1))``).  Keeps the names; a view where the backend can."""
+    or ``t.flip((0, 1))``).  Keeps the names; a copy, as in PyTorch (NumPy's ``flip`` is a view)."""
+    if not dims:
+        raise TypeError("flip: missing the dims to reverse (names or ints), as in PyTorch; NumPy's flip of every "
+                        "dim is t.flip(tuple(range(t.ndim))).")
     axes = _names.axes(t._names, _dims(dims), "flip")
-    if not axes:
-        return t
-    return _track_view(apply(_Flip, (t,), t._names, axes=axes), t, _Flip, axes=axes)
+    return apply(_Flip, (t,), t._names, axes=axes)
 
 
 class _Roll(Op):
     name = "roll"
+    complex_grad = True
 
     @staticmethod
     def forward(B, x, shifts, axes):
@@ -94,6 +98,7 @@ class _Tile(Op):
     """Tile ``x`` ``reps`` times (``len(reps) >= x.ndim``; extra reps add leading dims)."""
 
     name = "tile"
+    complex_grad = True
 
     @staticmethod
     def forward(B, x, reps):
@@ -146,6 +151,7 @@ class _Tril(Op):
     """Zero the entries above diagonal ``k`` of the last two dims; its adjoint is itself."""
 
     name = "tril"
+    complex_grad = True
 
     @staticmethod
     def forward(B, x, k):

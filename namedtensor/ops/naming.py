@@ -84,6 +84,7 @@ class _Align(Op):
     """Permute the kept axes and insert size-1 axes (``source[j] == -1``); a view."""
 
     name = "align_to"
+    complex_grad = True
     view = True
 
     @staticmethod
@@ -116,6 +117,7 @@ class _Gather(Op):
     """Select axes ``order`` of ``x`` (dropping the others, which must be size 1); the inverse of _Align."""
 
     name = "align_to"
+    complex_grad = True
     view = True
 
     @staticmethod
@@ -163,6 +165,7 @@ def align(*tensors: Tensor) -> Tuple[Tensor, ...]:
 
 class _Permute(Op):
     name = "permute"
+    complex_grad = True
     view = True
 
     @staticmethod

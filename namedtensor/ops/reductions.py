@@ -38,7 +38,7 @@ from ._common import as_float_tensor, flag, inverse_permutation, tensor_arg, wit
 from .elementwise import eq, maximum, minimum, where
 from .indexing import gather
 from .shape import _broadcast_plain, _unsqueeze_axes, squeeze, unsqueeze
-from .sorting import ValuesIndices, nonempty, numpy_spelling, one_dim
+from .sorting import ValuesIndices, nonempty, numpy_spelling, one_dim, ordered
 
 Dim = Union[str, int]
 Dims = Union[Dim, Sequence[Dim], None]  # None: every dim
@@ -81,6 +81,7 @@ def _one_axis(t: Tensor, dim, op: str) -> int:
 
 class _Sum(Op):
     name = "sum"
+    complex_grad = True
 
     @staticmethod
     def forward(B, x, axes, keepdim):
@@ -102,6 +103,7 @@ def sum(t: Tensor, dim: Dims = None, keepdim: bool = False,
 
 class _Mean(Op):
     name = "mean"
+    complex_grad = True
 
     @staticmethod
     def forward(B, x, axes, keepdim):
@@ -301,6 +303,7 @@ def _tie_weights(node, x, extreme, names) -> Tensor:
 def _extreme(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
     axes, names, keepdim = _plan(t, dim, keepdim, op)
     nonempty(t, axes, op)
+    ordered(t, op)
     return apply(_Amax if largest else _Amin, (t,), names, axes=axes, keepdim=keepdim, largest=largest)
 
 
@@ -325,6 +328,7 @@ def _extreme_along(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Val
     keepdim = flag(keepdim, "keepdim", op)
     ax = _one_axis(t, dim, op)
     nonempty(t, (ax,), op)
+    ordered(t, op)
     at = apply(_Argmax, (t,), t._names, axis=ax, keepdim=True, largest=largest)
     values = gather(t, ax, at)  # its gradient goes to the selected entry only
     if keepdim:
@@ -371,6 +375,7 @@ class _Argmax(Op):
 
 
 def _arg_extreme(t: Tensor, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
+    ordered(t, op)
     if dim is None:
         keepdim = flag(keepdim, "keepdim", op)
         nonempty(t, range(t.ndim), op)
@@ -548,7 +553,7 @@ def norm(t: Tensor, p: Union[float, str] = 2, dim: Dims = None, keepdim: bool = 
          *, axis: Dims = None, keepdims: Optional[bool] = None) -> Tensor:
     """Vector ``p``-norm over ``dim`` (``None``: all dims): ``p`` is 2 (default, also ``"fro"``), 1,
     ``inf`` (largest ``|x|``), ``-inf`` (smallest), 0 (count of non-zeros) or any other number.
-    The gradient of the 2-norm at 0 is 0."""
+    The gradient of the 2-norm at 0 is 0.  A complex tensor's norm is real: that of ``|t|``."""
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_spelling("norm", dim, axis, keepdim, keepdims)
     if p == "fro":
@@ -559,6 +564,8 @@ def norm(t: Tensor, p: Union[float, str] = 2, dim: Dims = None, keepdim: bool = 
     axes, names, keepdim = _plan(t, dim, keepdim, "norm")
     if p in (math.inf, -math.inf):
         nonempty(t, axes, "norm")
+    if t.dtype.kind == "c":
+        t = t.abs()  # a complex norm is the norm of the absolute values, real, as PyTorch's (abs carries the gradient)
     return apply(_Norm, (as_float_tensor(t),), names, axes=axes, keepdim=keepdim, p=float(p))
 
 

@@ -24,7 +24,7 @@ from ..tensor import Tensor
 from ._common import as_float_tensor
 from .elementwise import where
 from .indexing import gather
-from .sorting import ValuesIndices, _positions, one_dim, prefix_scan
+from .sorting import ValuesIndices, _positions, one_dim, ordered, prefix_scan
 
 Dim = Union[str, int]
 
@@ -61,6 +61,7 @@ class _RunningMin(_RunningExtreme):
 def _running(t: Tensor, dim, axis, largest: bool) -> ValuesIndices:
     op = "cummax" if largest else "cummin"
     ax = _names.axis(t._names, one_dim(op, dim, axis), op)
+    ordered(t, op)
     at = apply(_RunningExtreme if largest else _RunningMin, (t,), t._names, axis=ax, largest=largest)
     return ValuesIndices(gather(t, ax, at), at)
 

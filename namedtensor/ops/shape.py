@@ -45,6 +45,7 @@ def _track_view(out: Tensor, t: Tensor, op: type, **params: Any) -> Tensor:
 
 class _Reshape(Op):
     name = "reshape"
+    complex_grad = True
 
     @staticmethod
     def forward(B, x, shape):
@@ -61,6 +62,7 @@ def _reshape(t: Tensor, shape, names) -> Tensor:
 
 class _Broadcast(Op):
     name = "broadcast_to"
+    complex_grad = True
     view = True
 
     @staticmethod

@@ -13,10 +13,11 @@ stable one: ``kthvalue`` and ``median`` pick the k-th entry of a stable ascendin
 ``median`` picks the same; its ``kthvalue`` may pick any of equal values), ``mode`` the smallest of
 the most frequent values at its last occurrence (as PyTorch's).  NaN sorts as the largest value:
 ``median`` of a slice holding NaN is NaN (its first one), ``nanmedian`` leaves NaN out, and
-``mode`` counts NaNs as equal to each other.
+``mode`` counts NaNs as equal to each other.  Complex tensors are refused (:func:`ordered`): they have
+no order in PyTorch.
 
 This module also has what the reductions and scans share: :func:`numpy_spelling` (NumPy's
-``axis=``/``keepdims=`` for PyTorch's ``dim=``/``keepdim=``), :func:`nonempty` and
+``axis=``/``keepdims=`` for PyTorch's ``dim=``/``keepdim=``), :func:`ordered`, :func:`nonempty` and
 :func:`prefix_scan` (a scan with any associative step, which the Array API lacks).
 """
 
@@ -28,7 +29,7 @@ from typing import Callable, NamedTuple, Optional, Tuple, Union
 from .. import _dtypes, _names
 from ..autograd.graph import Op, apply
 from ..tensor import Tensor
-from ._common import flag
+from ._common import flag, tensor_arg
 from .indexing import gather
 from .shape import squeeze
 
@@ -68,12 +69,14 @@ def sort(t: Tensor, dim: Dim = -1, descending: bool = False, stable: bool = Fals
     With ``stable=True`` equal values keep their order; NaN sorts as the largest value.
     """
     ax = _names.axis(t._names, dim, "sort")
+    ordered(t, "sort")
     idx = _order(t, ax, flag(descending, "descending", "sort"), flag(stable, "stable", "sort"))
     return ValuesIndices(gather(t, ax, idx), idx)
 
 
 def argsort(t: Tensor, dim: Dim = -1, descending: bool = False, stable: bool = False) -> Tensor:
     """The int64 indices that sort ``t`` along ``dim``; keeps ``t``'s names (no gradient)."""
+    ordered(t, "argsort")
     return _order(t, _names.axis(t._names, dim, "argsort"), flag(descending, "descending", "argsort"),
                   flag(stable, "stable", "argsort"))
 
@@ -85,6 +88,7 @@ def topk(t: Tensor, k: int, dim: Dim = -1, largest: bool = True, sorted: bool = 
     equal values the first ones win.
     """
     ax = _names.axis(t._names, dim, "topk")
+    ordered(t, "topk")
     largest, _ = flag(largest, "largest", "topk"), flag(sorted, "sorted", "topk")
     if isinstance(k, bool) or not hasattr(k, "__index__"):
         raise TypeError(f"topk: k must be an int, got {type(k).__name__} {k!r}.")
@@ -122,6 +126,14 @@ def one_dim(op: str, dim, axis):
     if dim is None:
         raise TypeError(f"{op}: missing the dim to work along (a name or an int), e.g. {op}(dim=-1).")
     return dim
+
+
+def ordered(t: Tensor, op: str) -> None:
+    """Refuse a complex tensor where ``op`` needs an order: complex numbers have none (PyTorch refuses too;
+    NumPy's lexicographic order is not taken)."""
+    if tensor_arg(t, op).dtype.kind == "c":
+        raise TypeError(f"{op}: complex numbers have no order ({t.dtype!r}); PyTorch refuses them too. Order them "
+                        "by a real key instead: t.abs(), t.real or t.angle().")
 
 
 def nonempty(t: Tensor, axes, op: str) -> None:
@@ -231,6 +243,7 @@ def _pick(t: Tensor, op_class, dim, keepdim, k: Optional[int] = None) -> ValuesI
         raise TypeError(f"{op}: dim must be a single dim (a name or an int), got {dim!r}.")
     scalar = t.ndim == 0
     ax = _names.axis_or_new((), dim, op) if scalar else _names.axis(t._names, dim, op)
+    ordered(t, op)
     if scalar:  # as in PyTorch, a 0-dim tensor is its own order statistic, at index 0 of dim 0 or -1
         t = t.reshape(1)
     nonempty(t, (ax,), op)

@@ -2,7 +2,11 @@
 
 ``gradcheck(fn, *inputs)`` reduces ``fn``'s outputs to a scalar with fixed
 random weights, computes its gradient with autograd, and compares it with
-central differences of the same scalar, element by element.  A mismatch is
+central differences of the same scalar, element by element.  Complex outputs
+are weighted by complex numbers and the scalar is the real part of the sum;
+a complex input is perturbed along its real and its imaginary part, and its
+gradient is compared with ``dL/dRe(z) + i dL/dIm(z)``, PyTorch's convention
+(as ``torch.autograd.gradcheck`` does).  A mismatch is
 reported per input and per dim: which named dim, at which indices, how far off.
 It also checks that every gradient has exactly its input's names.
 """
@@ -27,7 +31,7 @@ def _outputs(out) -> list:
     if isinstance(out, Tensor):
         return [out]
     if isinstance(out, (tuple, list)):
-        return [o for o in out if isinstance(o, Tensor) and o.dtype.kind == "f"]
+        return [o for o in out if isinstance(o, Tensor) and o.dtype.kind in "fc"]
     raise TypeError(f"gradcheck: fn must return a Tensor or a tuple of tensors, got {type(out).__name__}.")
 
 
@@ -39,6 +43,8 @@ def _weights(outs, seed: int):
     for o in outs:
         n = o.numel()
         vals = [rng.uniform(0.5, 1.5) * rng.choice((-1.0, 1.0)) for _ in range(n)]
+        if o.dtype.kind == "c":
+            vals = [complex(v, rng.uniform(0.5, 1.5) * rng.choice((-1.0, 1.0))) for v in vals]
         w = tensor(vals, dtype=o.dtype, device=o.device)
         ws.append(w.reshape(o.shape, names=o.names) if o.ndim else w.reshape((), names=()))
     return ws
@@ -49,10 +55,13 @@ def _scalar(fn, inputs, weights):
 
 
 def _weighted_sum(outs, weights):
-    """The scalar whose gradient is checked: each output times its fixed weights, summed."""
+    """The scalar whose gradient is checked: each output times its fixed weights, summed (the real part of
+    the sum for a complex output)."""
     total = None
     for o, w in zip(outs, weights):
         term = (o * w.detach()).sum()
+        if term.dtype.kind == "c":
+            term = term.real
         total = term if total is None else total + term
     return total
 
@@ -95,18 +104,21 @@ def gradcheck(fn: Callable, *inputs: Tensor, eps: float = 1e-6, atol: float = 1e
         base = _host(x).copy()
         flat = base.reshape(-1)
         numeric = base.copy().reshape(-1) * 0.0
+        # a complex input moves along its real part and its imaginary part: dL/dRe + i dL/dIm
+        directions = (1.0, 1j) if x.dtype.kind == "c" else (1.0,)
         for k in range(flat.size):
             orig = flat[k]
-            vals = []
-            for step in (eps, -eps):
-                flat[k] = orig + step
-                probe_in = list(inputs)
-                probe_in[i] = tensor(base, names=x.names, dtype=x.dtype, device=x.device)
-                with no_grad():
-                    value = _scalar(fn, probe_in, weights)
-                vals.append(0.0 if value is None else value.item())
-            flat[k] = orig
-            numeric[k] = (vals[0] - vals[1]) / (2 * eps)
+            for direction in directions:
+                vals = []
+                for step in (eps, -eps):
+                    flat[k] = orig + direction * step
+                    probe_in = list(inputs)
+                    probe_in[i] = tensor(base, names=x.names, dtype=x.dtype, device=x.device)
+                    with no_grad():
+                        value = _scalar(fn, probe_in, weights)
+                    vals.append(0.0 if value is None else value.item())
+                flat[k] = orig
+                numeric[k] += direction * (vals[0] - vals[1]) / (2 * eps)
         numeric = numeric.reshape(base.shape)
         got = numeric * 0.0 if g is None else _host(g)
         bad = ~(abs(got - numeric) <= atol + rtol * abs(numeric))  # written so that a NaN counts as bad
@@ -128,7 +140,7 @@ def _describe(i: int, x: Tensor, got, numeric, bad) -> str:
         label = repr(name) if name is not None else f"dim {ax}"
         lines.append(f"  along {label}: at indices {idx}")
     first = tuple(int(v[0]) for v in bad.nonzero()) if bad.ndim else ()  # NumPy refuses nonzero() of 0-dim
-    lines.append(f"  first bad element {first}: autograd {float(got[first])!r} vs numeric {float(numeric[first])!r}")
+    lines.append(f"  first bad element {first}: autograd {got[first].item()!r} vs numeric {numeric[first].item()!r}")
     return "\n".join(lines)
 
 
@@ -150,8 +162,9 @@ def gradgradcheck(fn: Callable, *inputs: Tensor, eps: float = 1e-6, atol: float 
 
 
 def assert_close(actual, expected, rtol: float = 1e-5, atol: float = 1e-6, check_names: bool = True) -> None:
-    """Assert two tensors (or a tensor and an array) are equal in value, shape and, for tensors, names."""
-    import math
+    """Assert two tensors (or a tensor and an array) are equal in value, shape and, for tensors, names; floats and
+    complex numbers within ``atol + rtol * |expected|``."""
+    import cmath
 
     if isinstance(actual, Tensor) and isinstance(expected, Tensor) and check_names:
         if actual.names != expected.names:
@@ -165,8 +178,8 @@ def assert_close(actual, expected, rtol: float = 1e-5, atol: float = 1e-6, check
     fa = a.reshape(-1).tolist() if hasattr(a, "reshape") else [a]
     fe = e.reshape(-1).tolist() if hasattr(e, "reshape") else [e]
     for k, (x, y) in enumerate(zip(fa, fe)):
-        if isinstance(x, float) or isinstance(y, float):
-            if (math.isnan(x) and math.isnan(y)) or x == y:  # x == y: equal infinities
+        if isinstance(x, (float, complex)) or isinstance(y, (float, complex)):
+            if (cmath.isnan(x) and cmath.isnan(y)) or x == y:  # x == y: equal infinities
                 continue
             if not abs(x - y) <= atol + rtol * abs(y):
                 raise AssertionError(f"values differ at flat index {k}: {x!r} vs {y!r} (rtol={rtol}, atol={atol})")

@@ -44,6 +44,8 @@ def arrays(draw, shape, dtype: str = "float64", low: float = -3.0, high: float =
     rng = np.random.default_rng(seed)
     if dtype.startswith("float"):
         return rng.uniform(low, high, size=shape).astype(dtype)
+    if dtype.startswith("complex"):
+        return (rng.uniform(low, high, size=shape) + 1j * rng.uniform(low, high, size=shape)).astype(dtype)
     if dtype == "bool":
         return rng.random(size=shape) < 0.5
     return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)

@@ -14,6 +14,7 @@ module             layers
 ``normalization``  ``LayerNorm``, ``RMSNorm``
 ``batchnorm``      ``BatchNorm1d BatchNorm2d BatchNorm3d GroupNorm``
 ``dropout``        ``Dropout``
+``distance``       ``CosineSimilarity``
 ``activation``     ``ReLU GELU SiLU Tanh Sigmoid Softmax LogSoftmax``
 ``attention``      ``MultiheadAttention``
 ``transformer``    ``MLP``, ``TransformerBlock``
@@ -24,6 +25,7 @@ from .activation import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .distance import CosineSimilarity
 from .dropout import Dropout
 from .embedding import Embedding
 from .linear import Identity, Linear
@@ -33,4 +35,4 @@ from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, A
 from .transformer import MLP, TransformerBlock
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "GELU", "MLP", "Dropout", "Embedding", "Identity", "LayerNorm", "Linear", "LogSoftmax", "MultiheadAttention",
-           "RMSNorm", "ReLU", "SiLU", "Sigmoid", "Softmax", "Tanh", "TransformerBlock"]
+           "RMSNorm", "ReLU", "SiLU", "Sigmoid", "Softmax", "Tanh", "TransformerBlock", "CosineSimilarity"]

@@ -117,12 +117,18 @@ class _ConvNd(Module):
         if self.bias is not None:
             init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """``x`` convolved: the channel dim and the spatial dims change size, every name stays."""
+    def forward(self, x: Tensor, output_size: Optional[Sequence[int]] = None) -> Tensor:
+        """``x`` convolved: the channel dim and the spatial dims change size, every name stays.
+
+        ``output_size`` (transposed layers only, as PyTorch's): the spatial sizes wanted, or the whole
+        output shape; it picks the output padding among the sizes the stride allows."""
         if self.transposed:
             return F.conv_transpose(x, self.weight, self.bias, self.stride, self.padding, self.output_padding,
                                     self.groups, self.dilation, dim=self.dim, spatial=self.spatial,
-                                    out_dim=self.out_dim)
+                                    out_dim=self.out_dim, output_size=output_size)
+        if output_size is not None:
+            raise TypeError(f"{type(self).__name__}.forward: output_size= belongs to the transposed convolutions "
+                            "(ConvTransposeNd), as in PyTorch.")
         return F.conv(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
                       dim=self.dim, spatial=self.spatial, out_dim=self.out_dim)
 
