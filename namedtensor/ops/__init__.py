@@ -40,7 +40,7 @@ module             ops
 ``complex``        ``real imag conj resolve_conj angle complex polar view_as_real``
                    ``view_as_complex is_complex``, ``.real .imag .H .mH``
 ``dtype``          ``to float double half long int bool short char byte cfloat cdouble``
-                   ``clone``
+                   ``clone``, the standard's ``to_device``
 ``inplace``        ``add_ sub_ mul_ div_ masked_fill_ zero_ fill_ copy_``, ``t[...] = v``
 ``dense``          ``linear embedding dropout`` (fused; functions only)
 ``conv``           ``conv conv1d conv2d conv3d`` (fused; functions only)
@@ -64,9 +64,8 @@ helpers: ``_common`` (operands and broadcast gradients), ``_fused`` (what the fu
 from __future__ import annotations
 
 from ..tensor import install_methods
-from . import (complex, creation, dtype, elementwise, indexing, inplace, joining, linalg, movement, naming, reductions,
-               scans, scatter, shape, shaping, sorting)
-from . import bitwise, helpers, sets, special_math, statistics
+from . import (bitwise, complex, creation, dtype, elementwise, helpers, indexing, inplace, joining, linalg, movement,
+               naming, reductions, scans, scatter, sets, shape, shaping, sorting, special_math, statistics)
 
 install_methods({name: fn
                  for family in (creation, elementwise, reductions, scans, naming, shape, joining, movement, indexing,

@@ -37,6 +37,7 @@ from ._common import as_float_tensor, flag, has_values, is_bool, tensor_arg, wit
 from .elementwise import isnan, lerp, ne, sub, where
 from .indexing import gather
 from .reductions import norm, sum
+from .sets import searchsorted
 from .shape import broadcast_to, squeeze
 from .sorting import nonempty, numpy_spelling, sort
 
@@ -420,17 +421,6 @@ def histogram(input: Tensor, bins: Union[int, Tensor], *, range: Optional[Tuple[
     return Histogram(hist, edges)
 
 
-class _Bucketize(Op):
-    name = "bucketize"
-    differentiable = False
-
-    @staticmethod
-    def forward(B, x, boundaries, right, dtype, common):
-        if common is not None:
-            x, boundaries = B.astype(x, B.native(common)), B.astype(boundaries, B.native(common))
-        return B.astype(B.searchsorted(boundaries, x, right), B.native(dtype))
-
-
 def bucketize(input: Tensor, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
     """The index of each entry's bucket among the increasing 1-D ``boundaries``, as ``torch.bucketize``:
     the first ``i`` with ``input <= boundaries[i]`` (``<`` with ``right=True``); int64 (int32 with
@@ -440,11 +430,7 @@ def bucketize(input: Tensor, boundaries: Tensor, *, out_int32: bool = False, rig
     out_int32, right = flag(out_int32, "out_int32", "bucketize"), flag(right, "right", "bucketize")
     if boundaries.ndim != 1:
         raise ValueError(f"bucketize: boundaries must be a 1-D tensor, got {boundaries.ndim} dims.")
-    common = None  # mixed dtypes are compared in one: float64 if either is a float, else int64
-    if input.dtype is not boundaries.dtype:
-        common = _dtypes.float64 if "f" in (input.dtype.kind, boundaries.dtype.kind) else _dtypes.int64
-    return apply(_Bucketize, (input, boundaries), input._names, right=right,
-                 dtype=_dtypes.int32 if out_int32 else _dtypes.int64, common=common)
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
 # ----------------------------------------------------------------------------- trapezoid, dist, cosine_similarity
