@@ -66,11 +66,11 @@ from .ops.statistics import (bincount, bucketize, cosine_similarity, count_nonze
                              nanquantile, nansum, quantile, trapezoid)
 from .ops.special_math import heaviside, i0, sinc, xlogy
 from .ops.linalg import addbmm, addmv, chain_matmul
-from .ops.helpers import (allclose, clone, from_numpy, get_default_dtype, is_floating_point, is_tensor, isclose, numel,
-                          set_default_dtype)
+from .ops.helpers import (allclose, clone, from_numpy, frombuffer, get_default_dtype, is_floating_point, is_tensor,
+                          isclose, numel, set_default_dtype)
 from .tensor import Tensor, install_methods
 from .serialization import load, save
-from . import cuda, data, fft, nn, optim  # they build on the Tensor and its methods above
+from . import cuda, data, fft, nn, optim, special  # they build on the Tensor and its methods above
 from . import linalg  # nt.linalg, as torch.linalg
 # the Array API namespace, imported so that Tensor.__array_namespace__ finds it; namedtensor.array_api, not nt.array_api
 from . import array_api
@@ -78,6 +78,7 @@ from .interop import from_dlpack, from_xarray, to_pandas, to_xarray
 from .numpy_protocols import lift
 from .tracing import ShapeTrace, show, spec, trace_shapes
 from .conversion import ConversionReport, conversion_report, gradual
+from .display import get_printoptions, set_printoptions
 from .backends.meta_backend import DataDependentError
 from . import checking, conversion, display, interop, numpy_protocols, serialization, tracing
 
@@ -143,7 +144,7 @@ __all__ = [
     "trapezoid", "dist", "cosine_similarity",
     # more math, comparisons and helpers
     "xlogy", "sinc", "i0", "heaviside", "addmv", "addbmm", "chain_matmul", "isclose", "allclose", "is_tensor",
-    "is_floating_point", "numel", "clone", "from_numpy", "get_default_dtype", "set_default_dtype", "inference_mode",
+    "is_floating_point", "numel", "clone", "from_numpy", "frombuffer", "get_default_dtype", "set_default_dtype", "inference_mode",
     # contractions
     "matmul", "dot", "einsum", "outer", "mm", "bmm", "mv", "addmm", "baddbmm",
     # linear algebra (nt.linalg below)
@@ -156,6 +157,7 @@ __all__ = [
     # conversion, checked signatures, shape dry runs
     "lift", "to_xarray", "from_xarray", "to_pandas", "from_dlpack", "Named", "NamesSpec", "check_names",
     "spec", "trace_shapes", "show", "ShapeTrace", "gradual", "conversion_report", "ConversionReport",
+    "set_printoptions", "get_printoptions",
     # subpackages
-    "nn", "optim", "data", "cuda", "testing", "fft", "linalg",
+    "nn", "optim", "data", "cuda", "testing", "fft", "special", "linalg",
 ]

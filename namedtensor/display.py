@@ -15,13 +15,14 @@ by the dim names; matplotlib is an optional extra, imported on first use.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from html import escape
-from typing import Any
+from typing import Any, Optional
 
 from . import _dtypes, _names
 from ._internal import backend_of
-from .backends.formatting import format_cells
+from .backends.formatting import DEFAULTS, OPTIONS, format_cells
 from .tensor import Tensor
 
 MAX_ITEMS = 20  # a dim longer than this is truncated ...
@@ -212,6 +213,44 @@ def plot(t: Tensor, ax: Any = None, **kwargs: Any) -> Any:
         ax.set_ylabel(_label(t.names, 0))
         ax.set_xlabel(_label(t.names, 1))
     return ax
+
+
+_PROFILES = {
+    "default": DEFAULTS,
+    "short": {"precision": 2, "threshold": DEFAULTS["threshold"], "edgeitems": 2},
+    "full": {"precision": DEFAULTS["precision"], "threshold": sys.maxsize, "edgeitems": DEFAULTS["edgeitems"]},
+}
+
+
+def set_printoptions(precision: Optional[int] = None, threshold: Optional[float] = None,
+                     edgeitems: Optional[int] = None, linewidth: Optional[int] = None, profile: Optional[str] = None,
+                     sci_mode: Optional[bool] = None) -> None:
+    """PyTorch's ``torch.set_printoptions``, for ``repr`` and the HTML display: ``precision`` digits after the
+    point, more than ``threshold`` elements summarised to ``edgeitems`` at each end of a dim, lines of
+    ``linewidth`` characters, ``sci_mode`` True (scientific), False (fixed point) or None (chosen from
+    the values).  ``profile`` sets them all first: ``"default"`` (the library's: precision 4, threshold
+    200, edgeitems 3, linewidth 75), ``"short"`` or ``"full"`` (nothing summarised)."""
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"set_printoptions: profile must be 'default', 'short' or 'full', got {profile!r}.")
+        OPTIONS.update(DEFAULTS)
+        OPTIONS.update(_PROFILES[profile])
+    for name, value, least in (("precision", precision, 0), ("threshold", threshold, 0), ("edgeitems", edgeitems, 1),
+                               ("linewidth", linewidth, 1)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= least:
+            raise ValueError(f"set_printoptions: {name} must be a number >= {least}, got {value!r}.")
+        OPTIONS[name] = sys.maxsize if value == float("inf") else int(value)  # inf: never summarise
+    if sci_mode is not None and not isinstance(sci_mode, bool):
+        raise TypeError(f"set_printoptions: sci_mode must be True, False or None, got {sci_mode!r}.")
+    # PyTorch's rule: sci_mode=None in a call restores the automatic choice
+    OPTIONS["sci_mode"] = sci_mode
+
+
+def get_printoptions() -> dict:
+    """The current print options, as ``torch.get_printoptions`` gives them."""
+    return dict(OPTIONS)
 
 
 METHODS = {"_repr_html_": repr_html, "plot": plot}

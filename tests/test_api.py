@@ -33,7 +33,7 @@ LAYERS = {"autograd", "backends", "ops"}  # subpackages reachable as attributes,
 
 # what a prefix in the docs' code means (``t`` is a tensor, ``.mT`` an attribute of one)
 PREFIXES = {"t": nt.Tensor, "": nt.Tensor, "nn": nt.nn, "F": F, "init": init, "optim": nt.optim, "data": nt.data,
-            "dist": dist, "fft": nt.fft}
+            "dist": dist, "fft": nt.fft, "special": nt.special}
 TOP_LEVEL = (nt.Tensor,)  # where a bare name of the API table lives, besides nt
 MODELS = (nt.Tensor, nt.nn, nt.nn.Module, F, init, nt.optim, lr_scheduler, nt.data, nt.testing)
 
@@ -144,7 +144,7 @@ def test_documented_api_is_declared():
         "nt.__all__": [n for n in nt.__all__ if n not in documented],
         "Tensor's methods": [n for n in dir(nt.Tensor) if not n.startswith("_") and n not in documented],
     }
-    for ns in (nt.nn, F, nt.optim, nt.data, nt.linalg, nt.fft):
+    for ns in (nt.nn, F, nt.optim, nt.data, nt.linalg, nt.fft, nt.special):
         undocumented[f"{ns.__name__}.__all__"] = [n for n in ns.__all__ if n not in documented]
     report = [f"documented in {where} but missing: {' '.join(names)}" for where, names in missing.items()]
     report += [f"in {what} but not documented: {' '.join(names)}" for what, names in undocumented.items() if names]
@@ -167,7 +167,7 @@ def test_only_public_names_are_attributes():
     assert sorted((BUILTIN_NAMED | LAYERS) - public) == []
     private = sorted(n for n, module in found.items() if n.startswith("_") and not n.startswith("__") and not module)
     assert private == [], "private helpers left in namedtensor's namespace"
-    assert sorted(n for n in nt.__all__ if found[n]) == ["cuda", "data", "fft", "linalg", "nn", "optim", "testing"]
+    assert sorted(n for n in nt.__all__ if found[n]) == ["cuda", "data", "fft", "linalg", "nn", "optim", "special", "testing"]
     assert isinstance(nt.tensor(1.0), nt.Tensor)  # nt.tensor is the factory, not the module namedtensor.tensor
 
 

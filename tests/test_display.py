@@ -279,3 +279,34 @@ def test_plot_without_matplotlib(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(ImportError, match=r'pip install "named-tensors\[plot\]"'):
         nt.tensor(np.ones(3), names=("x",)).plot()
+
+
+def test_set_printoptions_as_pytorch():
+    t = nt.arange(12.0).reshape(3, 4, names=("row", "col")) / 7
+    try:
+        nt.set_printoptions(precision=2)
+        assert "0.14, 0.29" in repr(t) and "0.1429" not in repr(t)
+        assert "0.14" in t._repr_html_()  # the HTML cells use the same notation
+        nt.set_printoptions(precision=3, sci_mode=True)
+        assert "1.429e-01" in repr(t)
+        nt.set_printoptions(sci_mode=False)
+        assert "e-01" not in repr(t / 1e6) and "0.000" in repr(t / 1e6)
+        nt.set_printoptions(sci_mode=None)  # as in PyTorch, None restores the automatic choice
+        nt.set_printoptions(profile="short")
+        assert repr(nt.arange(1000.0)).startswith("tensor([  0.,   1., ..., 998., 999.]")
+        nt.set_printoptions(profile="full")
+        assert "..." not in repr(nt.arange(1000))
+        assert nt.get_printoptions()["precision"] == 4
+        nt.set_printoptions(threshold=float("inf"), edgeitems=1, linewidth=40)
+        assert all(len(line) <= 40 for line in repr(nt.arange(30)).splitlines()[:-1])
+        with pytest.raises(ValueError, match="set_printoptions: profile must be 'default', 'short' or 'full'"):
+            nt.set_printoptions(profile="long")
+        with pytest.raises(ValueError, match="set_printoptions: precision must be a number >= 0, got -1"):
+            nt.set_printoptions(precision=-1)
+        with pytest.raises(TypeError, match="set_printoptions: sci_mode must be True, False or None"):
+            nt.set_printoptions(sci_mode="yes")
+    finally:
+        nt.set_printoptions(profile="default")
+    assert nt.get_printoptions() == {"precision": 4, "threshold": 200, "edgeitems": 3, "linewidth": 75,
+                                     "sci_mode": None}
+    assert "0.1429" in repr(t)

@@ -355,3 +355,20 @@ def test_dry_run_through_the_meta_backend():
     assert h.names == ("out", "in") and h.shape == (3, 4)
     assert y.names == ("out",) and z.shape == (4, 4) and c.names == ("out", "in2") and close.dtype == nt.bool_
     assert {"xlogy", "sinc", "i0", "heaviside", "isclose"} <= set(trace.ops)
+
+
+def test_frombuffer_matches_torch_and_shares_a_writable_buffer():
+    torch = pytest.importorskip("torch")
+    raw = bytearray(np.arange(8, dtype=np.int32).tobytes())
+    t = nt.frombuffer(raw, dtype=nt.int32, count=5, offset=8, names=("i",))
+    assert t.names == ("i",) and t.dtype == nt.int32
+    assert t.tolist() == torch.frombuffer(raw, dtype=torch.int32, count=5, offset=8).tolist() == [2, 3, 4, 5, 6]
+    raw[8:12] = np.int32(40).tobytes()
+    if nt.backends.cpu().name == "numpy":  # the other CPU backend copies
+        assert t[0].item() == 40
+    f = nt.frombuffer(np.arange(3.0).tobytes(), dtype=nt.float64, requires_grad=True)
+    assert f.tolist() == [0.0, 1.0, 2.0] and f.requires_grad
+    with pytest.raises(TypeError, match="frombuffer: dtype is required"):
+        nt.frombuffer(raw, dtype=None)
+    with pytest.raises(ValueError, match="frombuffer: "):
+        nt.frombuffer(b"abc", dtype=nt.int32)  # 3 bytes hold no whole int32

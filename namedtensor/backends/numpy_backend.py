@@ -45,6 +45,10 @@ class NumpyBackend(Backend):
     def to_numpy(self, x):
         return np.asarray(x)
 
+    def frombuffer(self, buffer, dtype, count: int, offset: int):
+        """A 1-D array over the bytes of ``buffer`` (anything with the buffer protocol), sharing them."""
+        return np.frombuffer(buffer, dtype=self._to_native[dtype], count=count, offset=offset)
+
     def item(self, x):
         return x.item()
 
@@ -115,6 +119,14 @@ class NumpyBackend(Backend):
     def i1(self, x):
         sp = self._scipy_special()
         return super().i1(x) if sp is None else _in_dtype(sp.i1, x)
+
+    def igamma(self, a, x):
+        sp = self._scipy_special()
+        return super().igamma(a, x) if sp is None else _in_dtype(sp.gammainc, a, x)
+
+    def igammac(self, a, x):
+        sp = self._scipy_special()
+        return super().igammac(a, x) if sp is None else _in_dtype(sp.gammaincc, a, x)
 
     def gelu(self, x):
         return numpy_kernels.gelu(x, self.erf)
@@ -198,11 +210,12 @@ class NumpyBackend(Backend):
 _UNSET = object()
 
 
-def _in_dtype(fn, x):
-    """SciPy's ``fn`` of float ``x`` in ``x``'s dtype (float16 computed in float32: SciPy gives float64 or
-    float32 for it)."""
-    work = x.astype(np.float32) if x.dtype == np.float16 else x
-    return np.asarray(fn(work)).astype(x.dtype, copy=False)
+def _in_dtype(fn, *xs):
+    """SciPy's ``fn`` of float arrays ``xs`` in their promoted dtype (float16 computed in float32: SciPy gives
+    float64 or float32 for it)."""
+    dtype = np.result_type(*xs)
+    work = [x.astype(np.float32) for x in xs] if dtype == np.float16 else xs
+    return np.asarray(fn(*work)).astype(dtype, copy=False)
 
 
 def _kernel_rows(x, *others) -> bool:

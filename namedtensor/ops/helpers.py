@@ -22,7 +22,7 @@ from .creation import as_tensor
 from .dtype import clone
 from .elementwise import where
 
-__all__ = ["isclose", "allclose", "is_tensor", "is_floating_point", "numel", "clone", "from_numpy",
+__all__ = ["isclose", "allclose", "is_tensor", "is_floating_point", "numel", "clone", "from_numpy", "frombuffer",
            "get_default_dtype", "set_default_dtype"]
 
 
@@ -115,6 +115,25 @@ def from_numpy(ndarray: Any, *, names: Optional[Sequence] = None) -> Tensor:
     if not isinstance(ndarray, type(backends.host().asarray(()))):  # NumPy's ndarray, without importing NumPy
         raise TypeError(f"from_numpy: expected a NumPy array, got {type(ndarray).__name__}.")
     return as_tensor(ndarray, names=names, device="cpu")
+
+
+def frombuffer(buffer: Any, *, dtype: Any, count: int = -1, offset: int = 0, requires_grad: bool = False,
+               names: Optional[Sequence] = None) -> Tensor:
+    """A 1-D CPU tensor over the bytes of ``buffer`` (``bytes``, ``bytearray``, ``memoryview``, ``array``...),
+    as ``torch.frombuffer``: ``count`` elements of ``dtype`` (all by default) from byte ``offset``.  On the
+    NumPy backend it shares the buffer's memory (read-only for an immutable buffer such as ``bytes``);
+    another CPU backend copies it.  ``names=`` names its dim."""
+    for what, v in (("count", count), ("offset", offset)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"frombuffer: {what} must be an int, got {type(v).__name__} {v!r}.")
+    if dtype is None:
+        raise TypeError("frombuffer: dtype is required (the buffer holds bytes, not typed values).")
+    dtype = _dtypes.as_dtype(dtype)
+    try:
+        data = backends.host().frombuffer(buffer, dtype, count, offset)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"frombuffer: {e}") from None
+    return as_tensor(data, names=names, device="cpu").requires_grad_(requires_grad)
 
 
 def get_default_dtype() -> _dtypes.DType:
