@@ -64,7 +64,7 @@ from .ops.sorting import ValuesIndices, argsort, kthvalue, median, mode, nanmedi
 from .ops.scans import cummax, cummin, logcumsumexp
 from .ops.statistics import (bincount, bucketize, cosine_similarity, count_nonzero, dist, histc, histogram, nanmean,
                              nanquantile, nansum, quantile, trapezoid)
-from .ops.special_math import heaviside, i0, sinc, xlogy
+from .ops.special_math import heaviside, i0, igamma, igammac, sinc, xlogy
 from .ops.linalg import addbmm, addmv, chain_matmul
 from .ops.helpers import (allclose, clone, from_numpy, frombuffer, get_default_dtype, is_floating_point, is_tensor,
                           isclose, numel, set_default_dtype)
@@ -143,7 +143,8 @@ __all__ = [
     "quantile", "nanquantile", "nansum", "nanmean", "count_nonzero", "bincount", "histc", "histogram", "bucketize",
     "trapezoid", "dist", "cosine_similarity",
     # more math, comparisons and helpers
-    "xlogy", "sinc", "i0", "heaviside", "addmv", "addbmm", "chain_matmul", "isclose", "allclose", "is_tensor",
+    "xlogy", "sinc", "i0", "heaviside", "igamma", "igammac", "addmv", "addbmm", "chain_matmul", "isclose", "allclose",
+    "is_tensor",
     "is_floating_point", "numel", "clone", "from_numpy", "frombuffer", "get_default_dtype", "set_default_dtype", "inference_mode",
     # contractions
     "matmul", "dot", "einsum", "outer", "mm", "bmm", "mv", "addmm", "baddbmm",

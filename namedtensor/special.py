@@ -1,7 +1,7 @@
 """``nt.special``: PyTorch's ``torch.special`` on named tensors.
 
 Most are the library's elementwise ops under the module's names (``gammaln`` is ``lgamma``, ``psi``
-``digamma``, ``expit`` ``sigmoid``); the rest are compositions of them, so each keeps the input's names
+``digamma``, ``expit`` ``sigmoid``, ``gammainc`` ``igamma``, ``gammaincc`` ``igammac``); the rest are compositions of them, so each keeps the input's names
 (the binary ones unify their operands', rule 2) and has gradients.  The functions of ``torch.special``
 that are not here are listed in docs/converting.md ("Not in namedtensor (yet)").
 """
@@ -16,15 +16,17 @@ from .ops.elementwise import (digamma, erf, erfc, erfinv, exp2, expm1, lgamma, l
 from .ops.elementwise import round as _round
 from .ops.reductions import log_softmax as _log_softmax
 from .ops.reductions import logsumexp, softmax as _softmax
-from .ops.special_math import i0, sinc, xlogy
+from .ops.special_math import i0, igamma, igammac, sinc, xlogy
 
-__all__ = ["digamma", "psi", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammaln", "i0", "log1p",
-           "polygamma", "round", "sinc", "xlogy", "xlog1py", "logsumexp", "softmax", "log_softmax", "logit", "ndtr",
-           "ndtri", "entr", "multigammaln"]
+__all__ = ["digamma", "psi", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammainc", "gammaincc", "gammaln",
+           "i0", "log1p", "polygamma", "round", "sinc", "xlogy", "xlog1py", "logsumexp", "softmax", "log_softmax",
+           "logit", "ndtr", "ndtri", "entr", "multigammaln"]
 
 psi = digamma
 expit = sigmoid
 gammaln = lgamma
+gammainc = igamma
+gammaincc = igammac
 
 _SQRT2 = math.sqrt(2.0)
 

@@ -520,6 +520,8 @@ PYTORCH_STYLE = {
                                      h.reshape(2, 5, 2, 4)), lambda: (x3(),)),
     "special": (lambda x: (x.lgamma(), x.digamma(), (x - 0.5).erfinv(), x.polygamma(1)),
                 lambda: (rnd(2, 5, 8, names=X, low=0.05),)),
+    "incomplete_gamma": (lambda x: (nt.igamma(x.detach() * 4, x * 3), nt.igammac(x.detach() * 4 + 0.5, x * 3),
+                                    nt.special.gammainc(2.0, x)), lambda: (rnd(2, 5, 8, names=X, low=0.05),)),
     "inplace_in_graph": (lambda x: (x * 2).relu_().exp_().mul_(0.5), lambda: (x3(),)),
     "scans_and_medians": (lambda x: (x.cummax("seq").values, x.logcumsumexp("seq"), x.median("embed").values),
                           lambda: (x3(),)),
@@ -535,3 +537,13 @@ PYTORCH_STYLE = {
 def test_pytorch_style_ops_match_the_cpu(name):
     fn, inputs = PYTORCH_STYLE[name]
     check(fn, *inputs())
+
+
+def test_incomplete_gamma_edges_match_the_cpu():
+    # cupyx.scipy.special's gammainc/gammaincc, with PyTorch's values at the edges (nan operands included)
+    edges = [0.0, -0.0, 0.5, 1.0, 3.0, 30.0, np.inf, -1.0, np.nan]
+    a, x = (nt.tensor(v.ravel().copy()) for v in np.meshgrid(edges, edges, indexing="ij"))
+    for fn in (nt.igamma, nt.igammac):
+        got, want = fn(a.to("cuda"), x.to("cuda")).cpu().numpy(), fn(a, x).numpy()
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-13, atol=0)

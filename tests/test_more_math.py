@@ -305,14 +305,17 @@ def test_default_dtype():
         assert nt.get_default_dtype() is nt.float64
         assert nt.tensor([1.5]).dtype == nt.float64 and nt.zeros(2).dtype == nt.float64
         assert nt.randn(2).dtype == nt.float64 and nt.arange(0.0, 1.0, 0.5).dtype == nt.float64
+        torch.set_default_dtype(torch.float64)
+        assert nt.tensor([1 + 2j]).dtype.name == str(torch.tensor([1 + 2j]).dtype).removeprefix("torch.")
         nt.set_default_dtype("float32")
-        assert nt.tensor([1.5]).dtype == nt.float32
+        assert nt.tensor([1.5]).dtype == nt.float32 and nt.tensor([1j]).dtype == nt.complex64
         with pytest.raises(TypeError, match="set_default_dtype: only nt.float32 and nt.float64"):
             nt.set_default_dtype(nt.float16)
         with pytest.raises(TypeError, match="set_default_dtype: only nt.float32 and nt.float64"):
             nt.set_default_dtype(nt.int64)
     finally:
         nt.set_default_dtype(nt.float32)
+        torch.set_default_dtype(torch.float32)
     assert nt.tensor([1.5]).dtype == nt.float32
 
 

@@ -34,8 +34,8 @@ _KERNEL_FLOATS = (np.dtype(np.float16), np.dtype(np.float32))
 
 #: methods that launch work on the device: on a multi-GPU machine each first makes this device current
 _DEVICE_METHODS = STANDARD + (
-    "logaddexp", "asarray", "erf", "erfc", "erfinv", "lgamma", "digamma", "polygamma", "exp2", "fmod", "einsum",
-    "scatter_add", "scatter_reduce", "getitem", "setitem", "pad", "tril", "triu",
+    "logaddexp", "asarray", "erf", "erfc", "erfinv", "lgamma", "digamma", "polygamma", "igamma", "igammac", "exp2",
+    "fmod", "einsum", "scatter_add", "scatter_reduce", "getitem", "setitem", "pad", "tril", "triu",
     "sort_indices", "rand", "randn", "randint", "randperm", "gelu", "gelu_backward", "norm_rows",
     "norm_rows_backward", "real", "imag", "conj", "angle", "complex", "view_as_real", "view_as_complex",
     "softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward", "adamw_", "attention",
@@ -116,12 +116,15 @@ class CupyBackend(Backend):
             return erf(x.astype(np.float32)).astype(np.float16)
         return erf(x)
 
-    def _special(self, name: str, x):
-        """``cupyx.scipy.special``'s function ``name`` of float ``x``, float16 computed in float32."""
+    def _special(self, name: str, *xs):
+        """``cupyx.scipy.special``'s function ``name`` of float arrays ``xs`` (in their promoted dtype), float16
+        computed in float32."""
         import cupyx.scipy.special as special
 
         fn = getattr(special, name)
-        return fn(x.astype(np.float32)).astype(np.float16) if x.dtype == np.float16 else fn(x)
+        if self.xp.result_type(*xs) == np.float16:
+            return fn(*(x.astype(np.float32) for x in xs)).astype(np.float16)
+        return fn(*xs)
 
     def erfc(self, x):
         return self._special("erfc", x)
@@ -139,6 +142,13 @@ class CupyBackend(Backend):
         # SciPy's polygamma (zeta-based) loses digits for x < 0 and differs from PyTorch at the poles:
         # the generic version for n >= 1, as on the CPU
         return self.digamma(x) if n == 0 else super().polygamma(n, x)
+
+    def igamma(self, a, x):
+        # SciPy's nan where PyTorch's edges give a value to a nan operand (at x = 0, x = inf, a = inf)
+        return self._incomplete_gamma_edges(a, x, self._special("gammainc", a, x), upper=False)
+
+    def igammac(self, a, x):
+        return self._incomplete_gamma_edges(a, x, self._special("gammaincc", a, x), upper=True)
 
     def exp2(self, x):
         return self.xp.exp2(x)

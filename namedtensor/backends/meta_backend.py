@@ -399,6 +399,11 @@ class MetaBackend(Backend):
     def polygamma(self, n, x):
         return self.erf(x)
 
+    def igamma(self, a, x):
+        return MetaArray(np.broadcast_shapes(_shape(a), _shape(x)), _probe(np.add, a, x))
+
+    igammac = igamma
+
     def where(self, c, a, b):
         return MetaArray(np.broadcast_shapes(_shape(c), _shape(a), _shape(b)), _probe(np.where, True, a, b))
 

@@ -122,11 +122,16 @@ class NumpyBackend(Backend):
 
     def igamma(self, a, x):
         sp = self._scipy_special()
-        return super().igamma(a, x) if sp is None else _in_dtype(sp.gammainc, a, x)
+        if sp is None:
+            return super().igamma(a, x)
+        # SciPy's is nan where PyTorch's edges give a nan operand a value (at x = 0, x = inf, a = inf)
+        return self._incomplete_gamma_edges(a, x, _in_dtype(sp.gammainc, a, x), upper=False)
 
     def igammac(self, a, x):
         sp = self._scipy_special()
-        return super().igammac(a, x) if sp is None else _in_dtype(sp.gammaincc, a, x)
+        if sp is None:
+            return super().igammac(a, x)
+        return self._incomplete_gamma_edges(a, x, _in_dtype(sp.gammaincc, a, x), upper=True)
 
     def gelu(self, x):
         return numpy_kernels.gelu(x, self.erf)

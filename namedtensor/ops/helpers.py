@@ -1,5 +1,5 @@
 """PyTorch's comparisons ``isclose``/``allclose`` and its small top-level helpers: ``is_tensor
-is_floating_point numel clone from_numpy get_default_dtype set_default_dtype``, and the method
+is_floating_point numel clone from_numpy frombuffer get_default_dtype set_default_dtype``, and the method
 ``t.where(condition, y)``.
 
 Name rules: ``isclose`` unifies its operands' names (rule 2, :func:`namedtensor._names.unify`), as every
@@ -144,13 +144,14 @@ def get_default_dtype() -> _dtypes.DType:
 
 def set_default_dtype(d: Any) -> None:
     """Make ``d`` (``nt.float32`` or ``nt.float64``, as PyTorch allows) the dtype of new float data, as
-    ``torch.set_default_dtype``, for every thread.  Integers that meet a float op still become float64
-    (NumPy's rule)."""
+    ``torch.set_default_dtype``, for every thread; new complex data follow (``complex128`` with ``float64``).
+    Integers that meet a float op still become float64 (NumPy's rule)."""
     dtype = _dtypes.as_dtype(d)
     if dtype not in (_dtypes.float32, _dtypes.float64):
         raise TypeError(f"set_default_dtype: only nt.float32 and nt.float64 can be the default, got {dtype!r}, "
                         "as in PyTorch.")
     _dtypes.default_float = dtype
+    _dtypes.default_complex = _dtypes.complex_of(dtype)
 
 
 def _where_method(self: Tensor, condition: Any, y: Any) -> Tensor:

@@ -15,7 +15,8 @@ Name rules (:func:`namedtensor._names.unique`, :func:`namedtensor._names.searchs
 None is differentiable (indices, and values whose shape depends on the data, as in PyTorch).  The
 shapes depend on the values, so a dry run (the meta device) raises ``DataDependentError``, except for
 ``searchsorted``.  ``unique`` sorts with the backend's stable sort and compares neighbours, so each
-NaN is a value of its own (NaN != NaN), as the Array API standard says.
+NaN is a value of its own (NaN != NaN), as the Array API standard says; complex values come in NumPy's
+order (by real part, then imaginary part), where PyTorch has no unique of complex tensors.
 """
 
 from __future__ import annotations
@@ -38,9 +39,13 @@ def _ints(B, x):
 
 
 def _groups(B, rows, sort: bool):
-    """``(order, starts)`` for the rows of the 2-D array ``rows``: the order that sorts them (stable,
-    lexicographic; the identity when not ``sort``) and, in that order, whether each row starts a new
-    group (differs from the one before)."""
+    """``(order, starts, ranked)`` for the rows of the 2-D array ``rows``: the order that sorts them
+    (stable, lexicographic; the identity when not ``sort``), in that order whether each row starts a new
+    group (differs from the one before), and the rows so ordered.  Complex rows sort by their real parts,
+    then their imaginary parts (NumPy's order)."""
+    if B.dtype_of(rows).kind == "c":
+        order, starts, _ = _groups(B, B.concat([B.real(rows), B.imag(rows)], axis=1), sort)
+        return order, starts, B.take(rows, order, axis=0)
     n, m = rows.shape
     order = B.arange(n, dtype=B.native(_dtypes.int64))
     if sort:
@@ -97,9 +102,6 @@ class UniqueResult(NamedTuple):
 def _unique_all(input: Tensor, dim: Optional[Dim], sort: bool, op: str) -> UniqueResult:
     """The four results of :class:`_Unique`, named by :func:`namedtensor._names.unique`."""
     tensor_arg(input, op)
-    if input.dtype.kind == "c":
-        raise TypeError(f"{op}: complex tensors have no order to sort by; take the unique values of t.real "
-                        "and t.imag together with dim=, or of a real view (nt.view_as_real).")
     axis, names, inverse_names, count_names = _names.unique(input._names, _names.hashable_dims(dim), op)
     return UniqueResult(*apply(_Unique, (input,), (names, inverse_names, count_names, count_names), axis=axis,
                                sort=sort))

@@ -1,14 +1,19 @@
-"""PyTorch's elementwise math beyond the core set: ``xlogy``, ``sinc``, ``i0`` and ``heaviside``.
+"""PyTorch's elementwise math beyond the core set: ``xlogy``, ``sinc``, ``i0``, ``heaviside``, ``igamma`` and
+``igammac``.
 
 Name rules: as every elementwise op (:mod:`namedtensor.ops.elementwise`, whose ``unary`` and ``binary``
-make these): ``sinc`` and ``i0`` keep the input's names; ``xlogy`` and ``heaviside`` unify their operands'
-names (rule 2).  The in-place forms (``x.xlogy_(y)``...) come from this family's exports as they do from
-the elementwise family's (:mod:`namedtensor.ops.inplace`).
+make these): ``sinc`` and ``i0`` keep the input's names; ``xlogy``, ``heaviside``, ``igamma`` and ``igammac``
+unify their operands' names (rule 2).  The in-place forms (``x.xlogy_(y)``...) come from this family's exports
+as they do from the elementwise family's (:mod:`namedtensor.ops.inplace`).
 
 ``i0`` (and ``i1``, its derivative, which the gradient uses) is the backend's (``B.i0``, ``B.i1``: SciPy's
 in the NumPy backend where SciPy is installed, a series otherwise).  Integer inputs are computed in float64,
 as by every op that needs floats.  ``heaviside`` has a gradient where PyTorch has none: 0 for the input,
-and for ``values`` where the input is 0 (the only place its value is read).
+and for ``values`` where the input is 0 (the only place its value is read).  ``igamma``/``igammac`` (the
+regularized lower and upper incomplete gamma functions) are the backend's (``B.igamma``, ``B.igammac``: SciPy's
+``gammainc``/``gammaincc`` where SciPy is installed, a series and a continued fraction otherwise); as in
+PyTorch they are differentiable only with respect to ``other`` (``x``), and a backward that needs the
+gradient for ``input`` (``a``) raises.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from typing import Any
 
 from ..tensor import Tensor
 from ._common import SCALARS, as_float_array, tensor_arg
+from .creation import full_like
 from .elementwise import binary, unary, where
 
-__all__ = ["xlogy", "sinc", "i0", "heaviside"]
+__all__ = ["xlogy", "sinc", "i0", "heaviside", "igamma", "igammac"]
 
 
 def _arrays(B, a, b, floats: bool):
@@ -127,4 +133,48 @@ def heaviside(input: Tensor, values: Any) -> Tensor:
     return _heaviside_op(input, values)
 
 
-METHODS = {"xlogy": xlogy, "sinc": sinc, "i0": i0, "heaviside": heaviside}
+# ----------------------------------------------------------------------------- igamma, igammac
+
+
+def _igamma_grads(name: str, upper: bool):
+    """The gradients of ``igamma`` (or ``igammac``, if ``upper``): none for ``input`` (a backward that needs
+    one raises, as PyTorch's does), and ``g exp((a - 1) log(x) - x - lgamma(a))`` (negated for ``igammac``) for
+    ``other``, PyTorch's formula."""
+
+    def grads(a, x, y, g):
+        if isinstance(a, Tensor) and a.requires_grad:
+            raise NotImplementedError(
+                f"{name}: the gradient with respect to input (a) is not implemented (as in PyTorch); {name} is "
+                f"differentiable only with respect to other (x). Pass input.detach() to differentiate {name} "
+                "with respect to other.")
+        a = a if isinstance(a, Tensor) else full_like(x, a)
+        grad = g * ((a - 1) * x.log() - x - a.lgamma()).exp()
+        return None, -grad if upper else grad
+
+    return grads
+
+
+def _incomplete_gamma(fn: str):
+    """The forward of ``igamma``/``igammac``: the backend's function ``fn`` of both operands as float arrays."""
+    return lambda B, a, x: getattr(B, fn)(*_arrays(B, a, x, True))
+
+
+_igamma_op = binary("igamma", _incomplete_gamma("igamma"), _igamma_grads("igamma", False), saves_inputs=True)
+_igammac_op = binary("igammac", _incomplete_gamma("igammac"), _igamma_grads("igammac", True), saves_inputs=True)
+
+
+def igamma(input: Any, other: Any) -> Tensor:
+    """The regularized lower incomplete gamma function ``P(a, x)`` of ``a = input`` and ``x = other``, as
+    ``torch.igamma`` (``torch.special.gammainc``), PyTorch's values at the edges included (nan where either is
+    negative); either operand may be a number; the names unify (rule 2).  Differentiable with respect to
+    ``other`` only, as in PyTorch."""
+    return _igamma_op(input, other)
+
+
+def igammac(input: Any, other: Any) -> Tensor:
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)`` of ``a = input`` and
+    ``x = other``, as ``torch.igammac`` (``torch.special.gammaincc``); otherwise as :func:`igamma`."""
+    return _igammac_op(input, other)
+
+
+METHODS = {"xlogy": xlogy, "sinc": sinc, "i0": i0, "heaviside": heaviside, "igamma": igamma, "igammac": igammac}
