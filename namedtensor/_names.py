@@ -2128,10 +2128,12 @@ def matrix_dims(names: Names, dims: Hashable, op: str) -> Tuple[Optional[Tuple[i
 def matrix_result(names: Names, dims: Hashable, layout: str, op: str) -> Tuple[Optional[Tuple[int, ...]], Names]:
     """``(perm, names)`` of a matrix function's result, the batch dims first, in their order: ``layout``
     ``"same"`` keeps the matrix dims as ``(row, col)`` (``inv cholesky matrix_power``), ``"swapped"`` gives
-    ``(col, row)`` (``pinv``: its rows are the input's columns) and ``"removed"`` drops them (``det slogdet
-    trace matrix_rank svdvals eigvalsh``)."""
+    ``(col, row)`` (``pinv``: its rows are the input's columns), ``"removed"`` drops them (``det slogdet
+    trace matrix_rank``) and ``"values"`` puts one unnamed dim of values in their place (``svdvals
+    eigvalsh``: the values belong to neither matrix dim)."""
     perm, batch, row, col = matrix_dims(names, dims, op)
-    out = {"same": batch + (row, col), "swapped": batch + (col, row), "removed": batch}[layout]
+    out = {"same": batch + (row, col), "swapped": batch + (col, row), "removed": batch,
+           "values": batch + (None,)}[layout]
     return perm, validate(out, len(out), op)
 
 

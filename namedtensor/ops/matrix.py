@@ -124,9 +124,8 @@ def _hashable(dims) -> object:
 
 def _moved(t: Tensor, perm) -> Tensor:
     """``t`` with its matrix dims last (``perm``) and unnamed: the ops compute on it."""
-    if perm is not None:
-        t = _permute(t, perm, tuple(t._names[p] for p in perm))
-    return with_names(t, _names.unnamed(t.ndim))
+    unnamed = _names.unnamed(t.ndim)
+    return with_names(t, unnamed) if perm is None else _permute(t, perm, unnamed)
 
 
 def _square(m: Tensor, t: Tensor, op: str) -> None:
@@ -208,7 +207,7 @@ def det(A: Tensor, *, dims: MatrixDims = None) -> Tensor:
     perm, names = _names.matrix_result(_floating(A, "linalg.det")._names, _hashable(dims), "removed", "linalg.det")
     m = _moved(A, perm)
     _square(m, A, "linalg.det")
-    return with_names(apply(_Det, (m,), m._names[:-2]), names)
+    return with_names(apply(_Det, (m,), _names.unnamed(m.ndim - 2)), names)
 
 
 class _Slogdet(Op):
@@ -239,7 +238,7 @@ def slogdet(A: Tensor, *, dims: MatrixDims = None) -> SlogdetResult:
                                        "linalg.slogdet")
     m = _moved(A, perm)
     _square(m, A, "linalg.slogdet")
-    batch = m._names[:-2]
+    batch = _names.unnamed(m.ndim - 2)
     sign, logabsdet = apply(_Slogdet, (m,), (batch, batch))
     return SlogdetResult(with_names(sign, names), with_names(logabsdet, names))
 
@@ -394,7 +393,7 @@ class _Eigh(Op):
 
 
 def _eigh(m: Tensor) -> Tuple[Tensor, Tensor]:
-    return apply(_Eigh, (m,), (m._names[:-1], m._names))
+    return apply(_Eigh, (m,), (_names.unnamed(m.ndim - 1), m._names))
 
 
 def _uplo(m: Tensor, UPLO: str, op: str) -> Tensor:
@@ -438,10 +437,10 @@ def eigvalsh(A: Tensor, UPLO: str = "L", *, dims: MatrixDims = None) -> Tensor:
     """The eigenvalues (ascending, real) of a symmetric (Hermitian) matrix, ``torch.linalg.eigvalsh``:
     ``(..., k)``, ``k`` unnamed.  The gradient needs distinct eigenvalues."""
     op = "linalg.eigvalsh"
-    perm, names = _names.matrix_result(_floating(A, op)._names, _hashable(dims), "removed", op)
+    perm, names = _names.matrix_result(_floating(A, op)._names, _hashable(dims), "values", op)
     m = _moved(A, perm)
     _square(m, A, op)
-    return with_names(apply(_Eigvalsh, (_uplo(m, UPLO, op),), m._names[:-1]), names + (None,))
+    return with_names(apply(_Eigvalsh, (_uplo(m, UPLO, op),), _names.unnamed(m.ndim - 1)), names)
 
 
 # ----------------------------------------------------------------------------- qr
@@ -596,7 +595,7 @@ class _Svdvals(Op):
 
 
 def _svdvals(m: Tensor) -> Tensor:
-    return apply(_Svdvals, (m,), m._names[:-1])
+    return apply(_Svdvals, (m,), _names.unnamed(m.ndim - 1))
 
 
 def svdvals(A: Tensor, *, dims: MatrixDims = None, driver: Optional[str] = None) -> Tensor:
@@ -605,8 +604,8 @@ def svdvals(A: Tensor, *, dims: MatrixDims = None, driver: Optional[str] = None)
     op = "linalg.svdvals"
     if driver is not None:
         raise ValueError(f"{op}: driver={driver!r} chooses a cuSOLVER routine in PyTorch; leave driver=None.")
-    perm, names = _names.matrix_result(_floating(A, op)._names, _hashable(dims), "removed", op)
-    return with_names(_svdvals(_moved(A, perm)), names + (None,))
+    perm, names = _names.matrix_result(_floating(A, op)._names, _hashable(dims), "values", op)
+    return with_names(_svdvals(_moved(A, perm)), names)
 
 
 # ----------------------------------------------------------------------------- pinv, matrix_rank
@@ -695,7 +694,7 @@ def matrix_rank(A: Tensor, *, atol: Optional[float] = None, rtol: Optional[float
     with no_grad():
         if flag(hermitian, "hermitian", op):
             _square(m, A, op)
-            s = apply(_Eigvalsh, (m,), m._names[:-1]).abs()
+            s = apply(_Eigvalsh, (m,), _names.unnamed(m.ndim - 1)).abs()
         else:
             s = _svdvals(m)
         if s.shape[-1] == 0:
@@ -970,7 +969,8 @@ def torch_svd(input: Tensor, some: bool = True, compute_uv: bool = True, *, dims
     rows, cols = m.shape[-2:]
     B, dtype = m._B, m._data.dtype
     u = Tensor._make(B.zeros(tuple(m.shape[:-2]) + (rows, rows), dtype=dtype), u_names, B)
-    v = Tensor._make(B.zeros(tuple(m.shape[:-2]) + (cols, cols), dtype=dtype), vh_names[:-2] + vh_names[:-3:-1], B)
+    _, v_names = _names.transpose(vh_names, -2, -1, op)  # V is Vh's transpose: (..., col, k)
+    v = Tensor._make(B.zeros(tuple(m.shape[:-2]) + (cols, cols), dtype=dtype), v_names, B)
     return LegacySVDResult(u, with_names(_svdvals(m), s_names), v)
 
 
