@@ -14,8 +14,8 @@ and PyTorch's dtype spellings ``float int bool`` are ``nt.sum`` and so on, but
 not in ``__all__``: ``from namedtensor import *`` leaves the builtins alone.
 The layers ``autograd``, ``backends`` and ``ops`` stay reachable as
 subpackages; the single-file modules whose names are re-exported here
-(``checking``, ``display``, ``interop``, ``numpy_protocols``, ``serialization``,
-``tracing``) are not attributes of the package (``from namedtensor.tracing
+(``checking``, ``display``, ``interop``, ``numpy_protocols``, ``profiler``,
+``serialization``, ``tracing``) are not attributes of the package (``from namedtensor.tracing
 import ...`` still works).
 """
 
@@ -78,13 +78,15 @@ from .interop import from_dlpack, from_xarray, to_pandas, to_xarray
 from .numpy_protocols import lift
 from .tracing import ShapeTrace, show, spec, trace_shapes
 from .conversion import ConversionReport, conversion_report, gradual
+from .profiler import Profile, profile
 from .display import get_printoptions, set_printoptions
 from .backends.meta_backend import DataDependentError
-from . import checking, conversion, display, interop, numpy_protocols, serialization, tracing
+from . import checking, conversion, display, interop, numpy_protocols, profiler, serialization, tracing
 
 # conversions, display and NumPy's protocols are Tensor methods but not ops
 install_methods({**interop.METHODS, **display.METHODS, **numpy_protocols.METHODS})
-del install_methods, array_api, checking, conversion, display, interop, numpy_protocols, serialization, tracing
+del (install_methods, array_api, checking, conversion, display, interop, numpy_protocols, profiler, serialization,
+     tracing)
 
 # PyTorch's dtype spellings; defined last, since three of them shadow builtins in this module
 half = float16
@@ -158,6 +160,8 @@ __all__ = [
     # conversion, checked signatures, shape dry runs
     "lift", "to_xarray", "from_xarray", "to_pandas", "from_dlpack", "Named", "NamesSpec", "check_names",
     "spec", "trace_shapes", "show", "ShapeTrace", "gradual", "conversion_report", "ConversionReport",
+    # profiling
+    "profile", "Profile",
     "set_printoptions", "get_printoptions",
     # subpackages
     "nn", "optim", "data", "cuda", "testing", "fft", "special", "linalg",

@@ -18,14 +18,14 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Tuple, Type, TypeVar
 
 from .autograd import mode
-from .autograd.mode import version_counter
+from .autograd.mode import op_span, version_counter
 from .backends.base import Backend
 from .ops._common import flag, int_sizes, operand
 from .ops.dtype import _target as parse_to_arg
 from .tensor import Tensor
 
 __all__ = ["wrap", "raw", "backend_of", "bump_version", "replace_array", "check_inplace", "leaf_view",
-           "swap_tracer", "int_sizes", "operand", "parse_to_arg", "flag"]
+           "swap_tracer", "op_span", "int_sizes", "operand", "parse_to_arg", "flag"]
 
 Names = Tuple[Optional[str], ...]
 T = TypeVar("T", bound=Tensor)
@@ -85,5 +85,5 @@ def leaf_view(source: Tensor, names: Names, cls: Type[T] = Tensor) -> T:
 def swap_tracer(tracer: Optional[Callable]) -> Optional[Callable]:
     """Install ``tracer``, called as ``tracer(op, inputs, outputs, params)`` after every op of this
     thread (None: no tracer), and return the one it replaces, to be put back when the recording ends
-    (traces nest)."""
+    (traces nest).  While it runs, ``op_span()`` is the op's ``(start, end)`` in ``time.perf_counter_ns``."""
     return mode.swap_tracer(tracer)

@@ -137,7 +137,8 @@ class gradual:
         self._prev_lines = _state.lines
         if self._prev_lines is None:
             _state.lines = {}
-        self._prev_tracer = swap_tracer(_Recorder(swap_tracer(None)))
+        self._prev_tracer = swap_tracer(None)
+        swap_tracer(_Recorder(self._prev_tracer))
         return self
 
     def __exit__(self, *exc) -> None:

@@ -12,6 +12,9 @@ recorded the same way.  A trace records the ops of the thread that calls
 
 ``show(t, label)`` prints a tensor's names, shape and dtype where it stands in
 user code, in a dry run or a real one, and adds a row to a trace being recorded.
+
+The FLOP formulas live here, in one place: :data:`FLOPS` for contractions (what a
+trace shows) and :func:`flops` for any op (what ``nt.profile`` counts).
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ class TraceRow(NamedTuple):
     flops: Optional[int]
 
 
-def _operand(t: Tensor) -> Operand:
+def operand_of(t: Tensor) -> Operand:
+    """``t``'s names, shape and dtype, as a trace or a profile records them."""
     a = raw(t)
     return Operand(t.names, tuple(a.shape), str(a.dtype))
 
@@ -65,6 +69,11 @@ def _matmul_flops(ins, outs, params) -> int:
 
 def _linear_flops(ins, outs, params) -> int:
     return 2 * _numel(outs[0].shape) * ins[0].shape[params["ax"]]
+
+
+def _weight_grad_flops(ins, outs, params) -> int:
+    # (p, q) outputs, each a sum over every element of the output gradient's other axes
+    return 2 * _numel(ins[0].shape) * ins[1].shape[params["ax"]]
 
 
 def _einsum_flops(ins, outs, params) -> int:
@@ -86,10 +95,33 @@ def _attention_flops(ins, outs, params) -> int:
 FLOPS: Dict[str, Callable] = {
     "matmul": _matmul_flops,
     "linear": _linear_flops,
-    "linear_weight_grad": _linear_flops,
+    "linear_weight_grad": _weight_grad_flops,
     "einsum": _einsum_flops,
     "scaled_dot_product_attention": _attention_flops,
 }
+
+
+#: op families (the modules of ``namedtensor.ops`` that define the op) counted per element by :func:`flops`:
+#: an elementwise op does one FLOP per output element, an op that reduces (a sum, a softmax, a norm, a loss)
+#: one per element of its first input.  By module, so that a new op of a family is counted without a table
+_PER_OUTPUT = frozenset({"namedtensor.ops.elementwise"})
+_PER_INPUT = frozenset({"namedtensor.ops.reductions", "namedtensor.ops.scans", "namedtensor.ops.normalization",
+                        "namedtensor.ops.losses"})
+
+
+def flops(op, ins: Sequence[Operand], outs: Sequence[Operand], params: Mapping[str, Any]) -> Optional[int]:
+    """The FLOPs of one run of ``op`` (an ``Op`` class) on operands ``ins`` giving ``outs``: a contraction's
+    by its rule in :data:`FLOPS`, an elementwise op's one per output element, a reduction's one per input
+    element, and None for ops that compute nothing (copies, views, indexing) or whose count is not known."""
+    rule = FLOPS.get(op.name)
+    if rule is not None:
+        return int(rule(ins, outs, params))
+    family = op.__module__
+    if family in _PER_OUTPUT:
+        return _numel(outs[0].shape)
+    if family in _PER_INPUT and ins:
+        return _numel(ins[0].shape)
+    return None
 
 
 class ShapeTrace:
@@ -166,8 +198,8 @@ _recording = _Recording()
 
 
 def _record(op, inputs, outputs, params) -> None:
-    ins = tuple(_operand(x) for x in inputs if isinstance(x, Tensor))
-    outs = tuple(_operand(o) for o in outputs)
+    ins = tuple(operand_of(x) for x in inputs if isinstance(x, Tensor))
+    outs = tuple(operand_of(o) for o in outputs)
     rule = FLOPS.get(op.name)
     _recording.rows.append(TraceRow(op.name, ins, outs, None if rule is None else int(rule(ins, outs, params))))
 
@@ -229,7 +261,7 @@ def show(t: Tensor, label: Optional[str] = None, file=None) -> Tensor:
     """
     if not isinstance(t, Tensor):
         raise TypeError(f"show: expected a Tensor, got {type(t).__name__}.")
-    operand = _operand(t)
+    operand = operand_of(t)
     where = "" if t.device == "cpu" else f" on {t.device}"
     print(f"{label or 'tensor'}: {operand} {t.dtype.name}{where}", file=file or sys.stdout)
     rows = _recording.rows

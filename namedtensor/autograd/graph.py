@@ -24,6 +24,7 @@ once.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Tuple
 
 from .._names import NamesError, fmt
@@ -147,6 +148,7 @@ def _common_backend(op: str, a, b):
 
 
 _new = object.__new__
+_clock = time.perf_counter_ns
 _state = mode.state  # a thread-local: each thread sees its own grad mode and tracer
 _NO_META = (None, None, None)  # what a node records about a Python-scalar input
 
@@ -157,6 +159,9 @@ def apply(op, inputs: tuple, names, **params) -> Any:
     A backend's refusal (NumPy's "operands could not be broadcast", a dtype without a loop) is raised
     again with the op's name in front: an error names the function the user called.
     """
+    grad_enabled, tracer = _state.current  # read once, before the forward (raw arrays: it leaves both alone)
+    if tracer is not None:
+        start = _clock()  # the op's time, for the profiler (nt.profile); without a tracer an op pays this one test
     try:
         T = Tensor
         n = len(inputs)
@@ -203,17 +208,17 @@ def apply(op, inputs: tuple, names, **params) -> Any:
             if op.view:
                 result._vc = version_counter(first)
                 result._view = (first, op, params)
-            grad_enabled, tracer = _state.current
             if needs_grad and grad_enabled and op.differentiable:
                 record(op, inputs, (result,), params, stash, B)
             if tracer is not None:
+                _state.span = (start, _clock())  # set last: record() may run an op of its own (refresh)
                 tracer(op, inputs, (result,), params)
             return result
         results = tuple(T._make(o, o_names, B) for o, o_names in zip(out, names))
-        grad_enabled, tracer = _state.current
         if needs_grad and grad_enabled and op.differentiable:
             record(op, inputs, results, params, stash, B)
         if tracer is not None:
+            _state.span = (start, _clock())
             tracer(op, inputs, results, params)
         return results
     except (TypeError, ValueError, OverflowError) as e:  # OverflowError: an int out of an integer dtype's range

@@ -1,17 +1,17 @@
-"""Grad mode, the shape tracer's slot and version counters: the autograd state below ``Tensor``.
+"""Grad mode, the tracer slot and version counters: the autograd state below ``Tensor``.
 
 ``tensor.py`` and the graph (:mod:`.graph`) both read this state, so it lives in a module that
 imports nothing of the package.  Grad mode and the tracer belong to a thread, as PyTorch's grad
 mode does: a ``backward()`` or a ``no_grad`` block in one thread must not change what another
-thread's ops record, and a shape trace records only its own thread's ops.  Both sit in one tuple
-per thread, :data:`state` ``.current``, read by ``apply`` once per op.
+thread's ops record, and a shape trace or a profile records only its own thread's ops.  Both sit in
+one tuple per thread, :data:`state` ``.current``, read by ``apply`` once per op.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Tuple, Union
 
 
 class _ThreadState(threading.local):
@@ -19,9 +19,15 @@ class _ThreadState(threading.local):
     on, no tracer), so a new thread needs no set-up call."""
 
     #: ``(grad mode on, tracer or None)``; the tracer is called as ``fn(op, inputs, outputs, params)``
-    #: after every op while a shape dry run records (see tracing.py).  One tuple, replaced whole on
-    #: every change, because a thread-local read costs several plain ones and ``apply`` needs both
+    #: after every op while a shape trace, conversion mode or a profile records (tracing.py,
+    #: conversion.py, profiler.py).  One tuple, replaced whole on every change, because a thread-local
+    #: read costs several plain ones and ``apply`` needs both
     current = (True, None)
+    #: ``(start, end)`` in ``time.perf_counter_ns`` of the op now reported to the tracer: written by the op
+    #: path just before it calls the tracer, and only while one is installed, so that ops pay nothing for it
+    #: otherwise; a tracer reads it with :func:`op_span` (a thread-local rather than an argument, so that
+    #: tracers that chain to the one they replaced, as conversion mode does, pass it on without knowing it)
+    span = (0, 0)
 
 
 state = _ThreadState()
@@ -35,6 +41,13 @@ def is_grad_enabled() -> bool:
 def current_tracer() -> Optional[Callable]:
     """The tracer that this thread's ops report to (None outside a shape trace)."""
     return state.current[1]
+
+
+def op_span() -> Tuple[int, int]:
+    """``(start, end)`` in ``time.perf_counter_ns`` of the op that this thread's tracer is called for: from
+    just before its forward to just before the tracer call (the forward, wrapping the result and, when
+    one is recorded, the graph node; not the tracers' own work)."""
+    return state.span
 
 
 def swap_tracer(tracer: Optional[Callable]) -> Optional[Callable]:

@@ -1,0 +1,310 @@
+"""nt.profile: every op of the calling thread in the block, its operands, time, bytes and FLOPs; the
+key-averages table, the Chrome trace and the roofline.  Structure only: no speed is asserted."""
+
+import json
+import re
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import namedtensor as nt
+from namedtensor import backends
+from namedtensor.autograd import mode
+from namedtensor.backends.numpy_backend import NumpyBackend
+from namedtensor.profiler import OpStats, ProfileEvent, Roofline
+
+BATCH, FEAT, CLS = 4, 8, 5
+
+
+def step():
+    """One training step of a small named model: linear, gelu, cross-entropy, backward."""
+    nt.manual_seed(0)
+    lin = nt.nn.Linear("feat", "cls", FEAT, CLS)
+    x = nt.randn(BATCH, FEAT, names=("batch", "feat"))
+    target = nt.tensor([0, 1, 2, 3], names=("batch",))
+    return lin, x, target
+
+
+def run_step(lin, x, target):
+    loss = nt.nn.functional.cross_entropy(lin(x).gelu(), target, dim="cls")
+    loss.backward()
+    return loss
+
+
+def nbytes(*ts):
+    return sum(t.array.nbytes for t in ts)
+
+
+def test_records_the_forward_and_backward_ops_of_a_training_step():
+    lin, x, target = step()
+    with nt.profile() as prof:
+        run_step(lin, x, target)
+    names = [e.name for e in prof.events]
+    assert names[:3] == ["linear", "gelu", "cross_entropy"]
+    assert "linear_weight_grad" in names  # the backward's ops are recorded too
+    linear = prof.events[0]
+    assert isinstance(linear, ProfileEvent)
+    assert [o.names for o in linear.inputs] == [("batch", "feat"), ("cls", "feat"), ("cls",)]
+    assert [o.shape for o in linear.inputs] == [(BATCH, FEAT), (CLS, FEAT), (CLS,)]
+    assert linear.outputs[0].names == ("batch", "cls") and linear.outputs[0].dtype == "float32"
+    assert linear.bytes == nbytes(x, lin.weight, lin.bias) + BATCH * CLS * 4
+    assert linear.flops == 2 * BATCH * CLS * FEAT
+    grad = next(e for e in prof.events if e.name == "linear_weight_grad")
+    assert grad.outputs[0].names == ("cls", "feat") and grad.flops == 2 * BATCH * CLS * FEAT
+    assert all(e.duration_ns >= 0 for e in prof.events)
+    calls = {s.name: s.calls for s in prof.key_averages()}
+    assert calls == {n: names.count(n) for n in names}
+
+
+def test_flops_and_bytes():
+    m, k, n = 3, 7, 5
+    a = nt.randn(m, k, names=("row", "inner"))
+    b = nt.randn(k, n, names=("inner", "col"), dtype=nt.float64)
+    with nt.profile() as prof:
+        y = a @ b
+        e = a.exp()
+        s = a.sum("inner")
+        a.permute("inner", "row")
+    matmul, exp, sum_, permute = prof.events
+    assert matmul.name == "matmul" and matmul.flops == 2 * m * n * k
+    assert matmul.bytes == nbytes(a, b, y)
+    assert exp.flops == m * k and exp.bytes == nbytes(a, e)  # elementwise: one per output element
+    assert sum_.flops == m * k and sum_.bytes == nbytes(a, s)  # a reduction: one per input element
+    assert permute.flops is None and permute.bytes == 0  # a view: it touches no data
+
+
+def test_large_operands_that_reuse_a_buffer_are_recorded_too():
+    a, b, c = (nt.ones(1 << 16, names=("i",)) for _ in range(3))
+    with nt.profile() as prof:
+        a * b + c  # the sum is written into a * b's buffer (ops/_elision.py): another op path
+    assert [e.name for e in prof.events] == ["mul", "add"]
+    assert all(e.bytes == 3 * (1 << 18) and e.flops == 1 << 16 for e in prof.events)
+
+
+def test_table_is_sorted_by_total_time_and_names_the_ops():
+    lin, x, target = step()
+    with nt.profile() as prof:
+        for _ in range(3):
+            run_step(lin, x, target)
+    stats = prof.key_averages()
+    assert all(isinstance(s, OpStats) for s in stats)
+    assert [s.total_ns for s in stats] == sorted((s.total_ns for s in stats), reverse=True)
+    assert sum(s.calls for s in stats) == len(prof.events) and stats[0].inputs == ()
+    table = prof.table()
+    assert str(prof) == table
+    lines = table.splitlines()
+    assert lines[1].split() == ["Name", "Calls", "Total", "time", "Mean", "time", "%", "total", "Bytes", "FLOPs",
+                                "GFLOP/s", "GB/s"]
+    assert [line.split()[0] for line in lines[3:3 + len(stats)]] == [s.name for s in stats]
+    assert lines[-1] == f"{len(prof.events)} ops, total time " + lines[-1].split("total time ")[1]
+    assert {"linear", "gelu", "cross_entropy", "linear_weight_grad"} <= set(table.split())
+    by_calls = prof.table(sort_by="calls", row_limit=2).splitlines()
+    assert len(by_calls) == 3 + 2 + 2
+    counts = [int(line.split()[1]) for line in by_calls[3:5]]
+    assert counts == sorted(counts, reverse=True) and counts[0] == max(s.calls for s in stats)
+    with pytest.raises(ValueError, match=re.escape("table: sort_by must be one of 'time', 'mean', 'calls', "
+                                                   "'bytes', 'flops', got 'cpu_time'.")):
+        prof.table(sort_by="cpu_time")
+    html = prof._repr_html_()
+    assert html.startswith("<table>") and "<td>linear_weight_grad</td>" in html
+
+
+def test_group_by_input_shape():
+    a = nt.randn(2, 3, names=("row", "inner"))
+    b = nt.randn(3, 4, names=("inner", "col"))
+    c = nt.randn(3, 6, names=("inner", "col"))
+    with nt.profile() as prof:
+        a @ b
+        a @ b
+        a @ c
+    assert [s.calls for s in prof.key_averages() if s.name == "matmul"] == [3]
+    grouped = {(s.name, tuple(s.inputs)): s.calls for s in prof.key_averages(group_by_input_shape=True)}
+    assert sorted(grouped.values()) == [1, 2]
+    shapes = sorted(tuple(o.shape for o in ins) for _, ins in grouped)
+    assert shapes == [((2, 3), (3, 4)), ((2, 3), (3, 6))]
+    table = prof.table(group_by_input_shape=True)
+    assert "Input names and shapes" in table.splitlines()[1]
+    assert "(row=2, inner=3) (inner=3, col=4)" in table and "(row=2, inner=3) (inner=3, col=6)" in table
+
+
+def test_chrome_trace(tmp_path):
+    lin, x, target = step()
+    with nt.profile() as prof:
+        run_step(lin, x, target)
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"]
+    assert len(events) == len(prof.events)
+    assert sorted(e["name"] for e in events) == sorted(e.name for e in prof.events)
+    for e in events:
+        assert e["ph"] == "X" and e["ts"] >= 0 and e["dur"] >= 0 and e["pid"] and e["tid"]
+    for before, after in zip(events, events[1:]):
+        assert before["ts"] + before["dur"] <= after["ts"]  # one thread: one op after the other
+    linear = events[0]["args"]
+    assert linear["inputs"][0] == {"names": ["batch", "feat"], "shape": [BATCH, FEAT], "dtype": "float32"}
+    assert linear["outputs"][0]["names"] == ["batch", "cls"]
+    assert linear["bytes"] == prof.events[0].bytes and linear["flops"] == 2 * BATCH * CLS * FEAT
+
+
+def test_roofline():
+    lin, x, target = step()
+    with nt.profile() as prof:
+        run_step(lin, x, target)
+    roof = prof.roofline()
+    assert isinstance(roof, Roofline)
+    assert roof.bandwidth > 0 and roof.flop_rate > 0 and roof.threads == nt.get_num_threads()
+    assert [r.name for r in roof.rows] == [s.name for s in prof.key_averages()]
+    for r in roof.rows:
+        assert r.calls > 0 and r.time_ns >= 0 and r.bound_ns > 0 and r.ratio >= 0
+    linear = next(r for r in roof.rows if r.name == "linear")
+    assert linear.bound_ns == pytest.approx(
+        max(linear.bytes / roof.bandwidth, linear.flops / roof.flop_rate) * 1e9)
+    again = prof.roofline()
+    assert (again.bandwidth, again.flop_rate) == (roof.bandwidth, roof.flop_rate)  # measured once
+    text = str(roof)
+    assert "Time/bound" in text and text.splitlines()[-1].startswith("Machine: memory bandwidth")
+    assert "<td>linear</td>" in roof._repr_html_()
+
+
+def test_nothing_is_recorded_outside_the_block():
+    x = nt.randn(3, names=("i",))
+    x.exp()
+    with nt.profile() as prof:
+        x.exp()
+    x.sin()
+    assert [e.name for e in prof.events] == ["exp"]
+    assert mode.current_tracer() is None
+    with pytest.raises(nt.NamesError):
+        with nt.profile() as failed:
+            x + nt.randn(3, names=("j",))  # raises: the op is not recorded, and the block still ends
+    x.cos()
+    assert failed.events == [] and mode.current_tracer() is None
+
+
+def test_readme_example_runs(tmp_path, monkeypatch, capsys):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    code = readme[readme.index("**Profiling your own code.**"):].split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(compile(code, "README.md (Profiling)", "exec"), scope)
+    printed = capsys.readouterr().out
+    assert "linear_weight_grad" in printed and "Input names and shapes" in printed and "Machine:" in printed
+    assert len(json.loads((tmp_path / "trace.json").read_text())["traceEvents"]) == len(scope["prof"].events)
+
+
+def test_nested_profiles():
+    x = nt.randn(3, names=("i",))
+    with nt.profile() as outer:
+        x.exp()
+        with nt.profile() as inner:
+            x.sin()
+        x.cos()
+    assert [e.name for e in outer.events] == ["exp", "sin", "cos"]
+    assert inner.events == outer.events[1:2]
+    with pytest.raises(RuntimeError, match="profile: this profile is recording already"):
+        with outer:
+            with outer:
+                pass
+    assert mode.current_tracer() is None
+
+
+def test_shape_traces_and_conversion_mode_inside_and_outside():
+    x = nt.randn(3, names=("i",))
+
+    def fn(t):
+        with nt.profile() as prof:
+            t.exp()
+        t.sin()
+        return prof
+
+    trace = nt.trace_shapes(fn, x)  # the profile chains to the trace's tracer and puts it back
+    assert trace.ops == ["exp", "sin"] and [e.name for e in trace.result.events] == ["exp"]
+
+    with nt.profile() as prof:
+        inner = nt.trace_shapes(lambda t: t.exp(), x)  # a shape trace records alone, then gives the slot back
+        x.sin()
+        with nt.gradual():
+            x.cos()
+        x.tan()  # conversion mode put the profile back
+    assert inner.ops == ["exp"]
+    assert [e.name for e in prof.events] == ["sin", "cos", "tan"]
+
+    with nt.gradual():
+        with nt.profile() as prof:
+            x.exp()
+        x.sin()
+    report = nt.conversion_report()
+    assert [e.name for e in prof.events] == ["exp"]
+    assert [op for r in report.rows for op in r.named] == ["exp", "sin"]
+    assert mode.current_tracer() is None
+
+
+def test_ops_of_other_threads_are_not_recorded():
+    x = nt.randn(3, names=("i",))
+    started, release = threading.Event(), threading.Event()
+    seen = {}
+
+    def other():
+        with nt.profile() as theirs:
+            started.set()
+            release.wait(10)
+            x.cos()
+        seen["theirs"] = [e.name for e in theirs.events]
+        x.tan()  # after its block, in a thread that never profiled ours
+
+    thread = threading.Thread(target=other)
+    with nt.profile() as prof:
+        thread.start()
+        started.wait(10)
+        x.exp()
+        release.set()
+        thread.join(10)
+        x.sin()
+    assert [e.name for e in prof.events] == ["exp", "sin"]
+    assert seen["theirs"] == ["cos"]
+
+
+class _FakeCuda(NumpyBackend):
+    """The NumPy backend posing as a CUDA device, counting the synchronisations it is asked for."""
+
+    name = "fake_cuda"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.device = "cuda:0"
+        self.synced = 0
+
+    def upload(self, x, non_blocking=False, stream=None):
+        return np.array(x, copy=True)
+
+    def synchronize(self):
+        self.synced += 1
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(backends, "_devices", {})
+    monkeypatch.setattr(backends, "_registered", set())
+    monkeypatch.setattr(backends, "_current", 0)
+    backends.use_cpu_backend("numpy")
+    fake = _FakeCuda()
+    backends.register_device("cuda:0", fake)
+    return fake
+
+
+def test_sync_waits_for_the_device_after_each_op_on_cuda(fake_cuda):
+    x = nt.randn(3, names=("i",)).to("cuda")
+    on_cpu = nt.randn(3, names=("i",))
+    with nt.profile() as prof:
+        x.exp()
+        on_cpu.exp()  # nothing to wait for on the CPU
+        x.sin()
+    assert fake_cuda.synced == 2 and len(prof.events) == 3
+    with nt.profile(sync=False):
+        x.exp()
+    assert fake_cuda.synced == 2
