@@ -24,8 +24,3 @@ def axes(x: Tensor, a: Axes, op: str) -> Optional[Tuple[int, ...]]:
     if isinstance(a, (tuple, list)):
         return tuple(axis(x, d, op) for d in a)
     return (axis(x, a, op),)
-
-
-def missing(op: str, piece: str) -> NotImplementedError:
-    """The error of a standard function namedtensor lacks; ``piece`` names what is missing."""
-    return NotImplementedError(f"{op}: not implemented in namedtensor.array_api yet: {piece}.")
