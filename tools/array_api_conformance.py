@@ -1,7 +1,7 @@
 """Run the Array API standard's conformance suite against ``namedtensor.array_api`` and check the result.
 
-    python tools/array_api_conformance.py                      # CI's bounded run: 5 examples per test
-    python tools/array_api_conformance.py --max-examples 200   # the long run, by hand
+    python tools/array_api_conformance.py -- --hypothesis-seed=0   # CI's bounded run: 5 examples per test
+    python tools/array_api_conformance.py --max-examples 200       # the long run, by hand (a random seed)
 
 The suite is an unmodified copy kept next to the project (``../shared/array-api-tests``, run by
 ``../shared/run-array-api-tests``).  The run passes when at least 99% of its cases pass and every
