@@ -93,6 +93,9 @@ def test_searchsorted_matches_torch(right):
     _same(nt.searchsorted(nt.tensor(unsorted), nt.tensor([2.0, 4.0]), sorter=nt.tensor(sorter)),
           torch.searchsorted(torch.tensor(unsorted), torch.tensor([2.0, 4.0]), sorter=torch.tensor(sorter)))
     assert nt.searchsorted(nt.tensor(seq), 4.0).tolist() == 3  # a number searches as a 0-dim tensor
+    ints = [1, 2, 3]
+    for number in (2.5, 2, 0.5, 3.5):  # a float among integers is not truncated
+        assert nt.searchsorted(nt.tensor(ints), number).item() == torch.searchsorted(torch.tensor(ints), number).item()
 
 
 def test_errors():

@@ -195,7 +195,11 @@ def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False, rig
     tensor_arg(sorted_sequence, op, "sorted_sequence")
     values = operand(input, sorted_sequence, op)
     if not isinstance(values, Tensor):
-        values = Tensor._make(sorted_sequence._B.asarray(values, dtype=sorted_sequence.dtype), (), sorted_sequence._B)
+        # a number is weak (NumPy 2's rule): it takes the sequence's dtype, but a float among integers is not
+        # truncated to one (2.5 goes between 2 and 3)
+        exact = isinstance(values, float) and sorted_sequence.dtype.kind in "iub"
+        dtype = _dtypes.float64 if exact else sorted_sequence.dtype
+        values = Tensor._make(sorted_sequence._B.asarray(values, dtype=dtype), (), sorted_sequence._B)
     right = flag(right, "right", op)
     if side is not None:
         if side not in ("left", "right"):
