@@ -12,11 +12,11 @@ import math
 from typing import Optional
 
 from .tensor import Tensor
-from .ops.elementwise import (digamma, erf, erfc, erfinv, exp2, expm1, lgamma, log1p, polygamma, sigmoid, where)
+from .ops.elementwise import digamma, erf, erfc, erfinv, exp2, expm1, lgamma, log1p, polygamma, sigmoid, where
 from .ops.elementwise import round as _round
 from .ops.reductions import log_softmax as _log_softmax
 from .ops.reductions import logsumexp, softmax as _softmax
-from .ops.special_math import i0, igamma, igammac, sinc, xlogy
+from .ops.special_math import i0, igamma, igammac, sinc, xlog1py, xlogy
 
 __all__ = ["digamma", "psi", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammainc", "gammaincc", "gammaln",
            "i0", "log1p", "polygamma", "round", "sinc", "xlogy", "xlog1py", "logsumexp", "softmax", "log_softmax",
@@ -71,13 +71,6 @@ def entr(input: Tensor) -> Tensor:
     positive = input > 0
     inner = -input * where(positive, input, 1).log()
     return where(positive, inner, where(input == 0, input * 0, -math.inf))
-
-
-def xlog1py(input: Tensor, other: Tensor) -> Tensor:
-    """``input * log1p(other)``, 0 where ``input`` is 0 (unless ``other`` is NaN), as ``xlogy`` is; names
-    unify (rule 2)."""
-    zero = (input == 0).logical_and(other.isnan().logical_not())
-    return where(zero, 0.0, input * log1p(where(zero, 0.0, other)))
 
 
 def multigammaln(input: Tensor, p: int) -> Tensor:

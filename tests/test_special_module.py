@@ -52,6 +52,12 @@ def test_functions_with_arguments_match_torch():
     ours = nt.special.xlog1py(nt.tensor(x, names=("i",)), nt.tensor(y, names=("i",)))
     assert ours.names == ("i",)
     np.testing.assert_allclose(ours.numpy(), torch.special.xlog1py(torch.tensor(x), torch.tensor(y)).numpy())
+    # either operand may be a number, as in PyTorch
+    np.testing.assert_allclose(nt.special.xlog1py(nt.tensor(x), 3.0).numpy(),
+                               torch.special.xlog1py(torch.tensor(x), 3.0).numpy())
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(nt.special.xlog1py(2.0, nt.tensor(y)).numpy(),
+                                   torch.special.xlog1py(2.0, torch.tensor(y)).numpy())
 
 
 def test_compositions_have_gradients():
@@ -59,7 +65,8 @@ def test_compositions_have_gradients():
     r = nt.tensor(REAL, names=("a", "b"), requires_grad=True)
     p = nt.tensor(POSITIVE, names=("a", "b"), requires_grad=True)
     for fn, x in [(nt.special.logit, u), (nt.special.ndtr, r), (nt.special.ndtri, u), (nt.special.entr, p),
-                  (lambda v: nt.special.multigammaln(v + 1, 2), p), (lambda v: nt.special.xlog1py(v, p.detach()), r)]:
+                  (lambda v: nt.special.multigammaln(v + 1, 2), p), (lambda v: nt.special.xlog1py(v, p.detach()), r),
+                  (lambda v: nt.special.xlog1py(r.detach(), v), p), (lambda v: nt.special.xlog1py(2.0, v), p)]:
         assert gradcheck(fn, x) and gradgradcheck(fn, x)
 
 

@@ -1,9 +1,9 @@
-"""PyTorch's elementwise math beyond the core set: ``xlogy``, ``sinc``, ``i0``, ``heaviside``, ``igamma`` and
-``igammac``.
+"""PyTorch's elementwise math beyond the core set: ``xlogy``, ``xlog1py`` (``nt.special``'s), ``sinc``, ``i0``,
+``heaviside``, ``igamma`` and ``igammac``.
 
 Name rules: as every elementwise op (:mod:`namedtensor.ops.elementwise`, whose ``unary`` and ``binary``
-make these): ``sinc`` and ``i0`` keep the input's names; ``xlogy``, ``heaviside``, ``igamma`` and ``igammac``
-unify their operands' names (rule 2).  The in-place forms (``x.xlogy_(y)``...) come from this family's exports
+make these): ``sinc`` and ``i0`` keep the input's names; ``xlogy``, ``xlog1py``, ``heaviside``, ``igamma`` and
+``igammac`` unify their operands' names (rule 2).  The in-place forms (``x.xlogy_(y)``...) come from this family's exports
 as they do from the elementwise family's (:mod:`namedtensor.ops.inplace`).
 
 ``i0`` (and ``i1``, its derivative, which the gradient uses) is the backend's (``B.i0``, ``B.i1``: SciPy's
@@ -26,7 +26,7 @@ from ._common import SCALARS, as_float_array, tensor_arg
 from .creation import full_like
 from .elementwise import binary, unary, where
 
-__all__ = ["xlogy", "sinc", "i0", "heaviside", "igamma", "igammac"]
+__all__ = ["xlogy", "xlog1py", "sinc", "i0", "heaviside", "igamma", "igammac"]
 
 
 def _arrays(B, a, b, floats: bool):
@@ -64,10 +64,37 @@ def _xlogy_grads(a, b, y, g):
 _xlogy_op = binary("xlogy", _xlogy, _xlogy_grads, saves_inputs=True)
 
 
+def _xlog1py(B, a, b):
+    a, b = _arrays(B, a, b, True)
+    out = a * B.log1p(b)
+    return B.where(B.logical_and(a == 0, B.logical_not(B.isnan(b))), B.zeros_like(out), out)
+
+
+def _xlog1py_grads(a, b, y, g):
+    ga = None
+    if a.__class__ not in SCALARS:
+        if isinstance(b, Tensor):
+            log1p_b = b.log1p()
+        else:
+            log1p_b = math.log1p(b) if b > -1 else -math.inf if b == -1 else math.nan
+        ga = where(a != 0, g * log1p_b, 0)
+    gb = None if b.__class__ in SCALARS else g * a / (b + 1)
+    return ga, gb
+
+
+_xlog1py_op = binary("xlog1py", _xlog1py, _xlog1py_grads, saves_inputs=True)
+
+
 def xlogy(input: Any, other: Any) -> Tensor:
     """``input * log(other)``, and 0 where ``input`` is 0 (unless ``other`` is NaN), as ``torch.xlogy``;
     either operand may be a number; the names unify (rule 2)."""
     return _xlogy_op(input, other)
+
+
+def xlog1py(input: Any, other: Any) -> Tensor:
+    """``input * log1p(other)``, and 0 where ``input`` is 0 (unless ``other`` is NaN), as
+    ``torch.special.xlog1py``; either operand may be a number; the names unify (rule 2)."""
+    return _xlog1py_op(input, other)
 
 
 # ----------------------------------------------------------------------------- sinc
