@@ -283,6 +283,11 @@ def nt_gpt_step_fn(named: bool):
     names = ("batch", "seq") if named else None
     x, y = (nt.tensor(t, names=names) for t in gpt_tokens())
     pos = nt.arange(GPT_BLOCK, names=("seq",) if named else None)
+    return _gpt_step(model, opt, x, y, pos)
+
+
+def _gpt_step(model, opt, x, y, pos):
+    """One training step of the GPT, the same code for both libraries."""
 
     def step() -> float:
         loss = model(x, y, pos)
@@ -300,15 +305,7 @@ def torch_gpt_step_fn():
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
     x, y = (torch.from_numpy(t) for t in gpt_tokens())
     pos = torch.arange(GPT_BLOCK)
-
-    def step() -> float:
-        loss = model(x, y, pos)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss.item()
-
-    return step
+    return _gpt_step(model, opt, x, y, pos)
 
 
 def step_fns(a: argparse.Namespace) -> dict:
