@@ -547,3 +547,80 @@ def test_incomplete_gamma_edges_match_the_cpu():
         got, want = fn(a.to("cuda"), x.to("cuda")).cpu().numpy(), fn(a, x).numpy()
         assert np.array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-13, atol=0)
+
+
+# ----------------------------------------------------------------------------- dtypes, nt.linalg, nt.fft, scatter, sets
+
+
+def square(seed=0, n=4):
+    """A batch of well-conditioned square matrices."""
+    a = np.random.default_rng(seed).normal(size=(3, n, n)) + n * np.eye(n)
+    return nt.tensor(a.astype("float32"), names=("batch", "row", "col"))
+
+
+def spd(seed=0, n=4):
+    """A batch of symmetric positive definite matrices with well-separated eigenvalues."""
+    q = np.linalg.qr(np.random.default_rng(seed).normal(size=(3, n, n)))[0]
+    a = q @ (np.arange(1, n + 1)[:, None] * np.swapaxes(q, -1, -2))
+    return nt.tensor(a.astype("float32"), names=("batch", "row", "col"))
+
+
+def index_like(high, *shape, names, seed=0):
+    return nt.tensor(np.random.default_rng(seed).integers(0, high, size=shape), names=names)
+
+
+# Decompositions are compared through sign-invariant quantities (cuSOLVER and LAPACK may choose
+# different signs for the same vectors).
+MATRIX = {
+    "inv_det_slogdet": (lambda a: (nt.linalg.inv(a), nt.linalg.det(a), nt.linalg.slogdet(a).logabsdet),
+                        lambda: (square(),)),
+    "solve_cholesky": (lambda a, s: (nt.linalg.solve(a, s.rename(col="k")), nt.linalg.cholesky(s)), lambda: (square(), spd(1))),
+    "eigh": (lambda s: (nt.linalg.eigvalsh(s), nt.linalg.eigh(s).eigenvectors.abs()), lambda: (spd(),)),
+    "svd_qr": (lambda a: (nt.linalg.svdvals(a), nt.linalg.svd(a).U.abs(), nt.linalg.qr(a).R.abs()),
+               lambda: (square(2),)),
+    "norms_pinv": (lambda a: (nt.linalg.matrix_norm(a), nt.linalg.matrix_norm(a, "nuc"),
+                              nt.linalg.vector_norm(a, 3, dim="col"), nt.linalg.pinv(a)), lambda: (square(3),)),
+    "fft": (lambda x: (nt.fft.rfft(x, dim="seq", out_name="freq").abs(),
+                       nt.fft.fftn(x, dim=("seq", "embed")).real,
+                       nt.fft.irfft(nt.fft.rfft(x, dim="embed"), n=8, dim="embed")), lambda: (x3(),)),
+    "complex": (lambda x, y: ((nt.complex(x, y) * nt.complex(y, x)).imag, nt.complex(x, y).angle(),
+                              nt.view_as_real(nt.complex(x, y).exp()),
+                              (nt.complex(x, y) @ nt.complex(y, x).rename(seq="s2").align_to("batch", "embed", "s2")).abs()),
+                lambda: (x3(), x3(1))),
+    "scatter": (lambda x, i, s, j, r: (x.scatter_add("embed", i, s), x.scatter("embed", i, s, reduce="multiply"),
+                                       nt.scatter_reduce(x, "embed", i, s, reduce="amax"), x.index_add("seq", j, r)),
+                lambda: (x3(), index_like(8, 2, 5, 3, names=X), rnd(2, 5, 3, names=X, seed=3),
+                         index_like(5, 4, names=("seq",)), rnd(2, 4, 8, names=X, seed=4))),
+    "statistics": (lambda x: (x.quantile(0.3, dim="embed"), x.nanmean("seq"), x.diff(dim="embed"),
+                              nt.cosine_similarity(x, x.flip("seq"), dim="embed"), x.repeat_interleave(2, dim="seq")),
+                   lambda: (x3(),)),
+}
+
+
+@pytest.mark.parametrize("name", MATRIX)
+def test_linalg_fft_complex_scatter_statistics_match_the_cpu(name):
+    fn, inputs = MATRIX[name]
+    check(fn, *inputs(), tol={"rtol": 1e-3, "atol": 1e-4})
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "uint8", "uint16", "uint32", "uint64", "complex64", "complex128"])
+def test_every_dtype_computes_on_the_device(dtype):
+    a = nt.tensor((np.arange(24).reshape(4, 6) % 7 + 1).astype(dtype), names=("row", "col"))
+    b = nt.tensor((np.arange(6) % 3 + 1).astype(dtype), names=("col",))
+
+    def fn(a, b):
+        out = (a + b, a * b, a.sum("col"), a.max("row").values if a.dtype.kind != "c" else a.abs().max("row").values,
+               a == b, a.to(nt.float64) if a.dtype.kind != "c" else a.real)
+        if a.dtype.kind in "iu":
+            out += (a & b, a | b, a ^ b, ~a, a << 1, a >> 1, a // b, a % b)
+        return out
+
+    check(fn, a, b, grad=False)
+
+
+def test_sets_and_counting_match_the_cpu():
+    t = index_like(6, 40, names=("tok",))
+    x = rnd(40, names=("tok",))
+    check(lambda t, x: (*nt.unique(t, return_inverse=True, return_counts=True), nt.nonzero(t > 3),
+                        nt.searchsorted(nt.arange(0, 6, 2), t), nt.bincount(t, weights=x), x.histc(bins=7),
+                        *nt.unique_consecutive(t, return_counts=True)), t, x)

@@ -51,7 +51,7 @@ def _groups(B, rows, sort: bool):
     if sort:
         for j in range(m - 1, -1, -1):  # stable sorts from the last column: lexicographic order
             column = B.take(B.getitem(rows, (slice(None), j)), order, axis=0)
-            order = B.take(order, B.argsort(column, stable=True), axis=0)
+            order = B.take(order, B.sort_indices(column, 0, False, True), axis=0)
     ranked = B.take(rows, order, axis=0)
     if n == 0:
         return order, B.zeros((0,), dtype=B.native(_dtypes.bool_)), ranked
