@@ -105,7 +105,8 @@ def data(a: argparse.Namespace):
 # ----------------------------------------------------------------------------- namedtensor
 
 
-def nt_step_fn(a: argparse.Namespace):
+def nt_step_fn(a: argparse.Namespace, compiled: bool = False):
+    """namedtensor's step; with ``compiled`` the block runs through ``nt.compile`` (bench/compile.py)."""
     block = nt.nn.TransformerBlock("embed", a.model, a.heads, a.mlp)
     w = initial_weights(a)
     sd = block.state_dict()
@@ -122,8 +123,10 @@ def nt_step_fn(a: argparse.Namespace):
     x_np, y_np = data(a)
     x, y = nt.tensor(x_np, names=NAMES), nt.tensor(y_np, names=NAMES)
 
+    model = nt.compile(block) if compiled else block
+
     def step() -> float:
-        out = block(x, is_causal=a.causal)
+        out = model(x, is_causal=a.causal)
         loss = nt.nn.functional.mse_loss(out, y)
         opt.zero_grad()
         loss.backward()

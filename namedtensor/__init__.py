@@ -79,13 +79,14 @@ from .numpy_protocols import lift
 from .tracing import ShapeTrace, show, spec, trace_shapes
 from .conversion import ConversionReport, conversion_report, gradual
 from .profiler import Profile, profile
+from .compiler import CompiledFunction, compile as compile  # named as the builtin: not in __all__ (as sum)
 from .display import get_printoptions, set_printoptions
 from .backends.meta_backend import DataDependentError
-from . import checking, conversion, display, interop, numpy_protocols, profiler, serialization, tracing
+from . import checking, compiler, conversion, display, interop, numpy_protocols, profiler, serialization, tracing
 
 # conversions, display and NumPy's protocols are Tensor methods but not ops
 install_methods({**interop.METHODS, **display.METHODS, **numpy_protocols.METHODS})
-del (install_methods, array_api, checking, conversion, display, interop, numpy_protocols, profiler, serialization,
+del (install_methods, array_api, checking, compiler, conversion, display, interop, numpy_protocols, profiler, serialization,
      tracing)
 
 # PyTorch's dtype spellings; defined last, since three of them shadow builtins in this module
@@ -160,8 +161,8 @@ __all__ = [
     # conversion, checked signatures, shape dry runs
     "lift", "to_xarray", "from_xarray", "to_pandas", "from_dlpack", "Named", "NamesSpec", "check_names",
     "spec", "trace_shapes", "show", "ShapeTrace", "gradual", "conversion_report", "ConversionReport",
-    # profiling
-    "profile", "Profile",
+    # profiling, compilation
+    "profile", "Profile", "CompiledFunction",
     "set_printoptions", "get_printoptions",
     # subpackages
     "nn", "optim", "data", "cuda", "testing", "fft", "special", "linalg",

@@ -28,7 +28,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 CONVERTING = (ROOT / "docs" / "converting.md").read_text(encoding="utf-8")
 
 # nt.sum etc.: ops and dtypes named like Python's builtins, kept out of __all__ so that import * leaves them alone
-BUILTIN_NAMED = {"abs", "all", "any", "bool", "complex", "float", "int", "max", "min", "pow", "round", "sum"}
+BUILTIN_NAMED = {"abs", "all", "any", "bool", "compile", "complex", "float", "int", "max", "min", "pow", "round", "sum"}
 LAYERS = {"autograd", "backends", "ops"}  # subpackages reachable as attributes, not exported by import *
 
 # what a prefix in the docs' code means (``t`` is a tensor, ``.mT`` an attribute of one)

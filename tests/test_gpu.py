@@ -624,3 +624,31 @@ def test_sets_and_counting_match_the_cpu():
     check(lambda t, x: (*nt.unique(t, return_inverse=True, return_counts=True), nt.nonzero(t > 3),
                         nt.searchsorted(nt.arange(0, 6, 2), t), nt.bincount(t, weights=x), x.histc(bins=7),
                         *nt.unique_consecutive(t, return_counts=True)), t, x)
+
+
+# ----------------------------------------------------------------------------- nt.compile on the device
+
+
+def test_compiled_functions_run_their_fused_kernels_on_the_device():
+    def fn(x, w):
+        h = x * w + 1.0
+        h = F.gelu(h) * 2 - x.exp() + nt.where(h > 0, h.sigmoid(), h.tanh())
+        return (h * h).sum("embed"), h.clip(-1, 1)
+
+    compiled = nt.compile(fn)
+    check(compiled, x3(), rnd(8, names=("embed",), seed=1), tol={"rtol": 1e-4, "atol": 1e-4})
+    programs = [p for p in compiled.cache.values() if p is not None]
+    assert len(programs) >= 2  # the CPU and the CUDA signatures
+    fused = [n.op for p in programs for n in p.graph.nodes if hasattr(n.op, "chain")]
+    assert fused and all("cupy" in op.kernels for op in fused)
+    x = x3().to("cuda")
+    got = compiled(x, rnd(8, names=("embed",), seed=1).to("cuda"))
+    assert all(g.device.startswith("cuda") for g in got)
+
+
+def test_a_compiled_transformer_block_matches_the_eager_one_on_the_device():
+    nt.manual_seed(0)
+    block = nn.TransformerBlock("embed", 8, 2, 16).to("cuda")
+    compiled = nt.compile(block)
+    x = x3().to("cuda")
+    assert_close(compiled(x).cpu(), block(x).cpu(), rtol=1e-4, atol=1e-5)

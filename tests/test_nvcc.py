@@ -186,3 +186,58 @@ def test_sources_compile_with_nvrtc():
             assert all(lowered) and len(set(lowered)) == len(names)
             assert len(nvrtc.getPTX(prog)) > 0
             nvrtc.destroyProgram(prog)
+
+
+def _fused_chains():
+    """The chains that nt.compile fuses from functions using every formula of the code generator's table,
+    in float32 and float64 (traced on the CPU; only their CUDA C is used here)."""
+    import numpy as np
+
+    import namedtensor as nt
+    from namedtensor.compiler import codegen
+    from namedtensor.nn import functional as F
+
+    def every_formula(x, y):
+        a = (x + y) * x - y / (x.abs() + 1) + (-x).square() + x.reciprocal() + x.exp() + x.expm1()
+        b = x.abs().log() + x.abs().log1p() + x.abs().sqrt() + x.abs().rsqrt() + x.sin() * x.cos() + x.tanh()
+        c = x.erf() + x.sigmoid() + x.relu() + F.silu(x) + x.softplus() + F.gelu(x) + F.gelu(y, approximate="tanh")
+        d = nt.maximum(x, y) + nt.minimum(x, 0.5) + x.abs() ** 1.5 + x.clip(-1, 1)
+        e = (nt.where(x == y, a, b) + nt.where(x != y, a, 0.0) + nt.where(x < y, 1.0, b) + nt.where(x <= y, a, b)
+             + nt.where(x > 0, a, b) + nt.where(x >= 0, a, b))
+        return a + b + c + d + e
+
+    chains = []
+    for dtype in ("float32", "float64"):
+        x = nt.tensor(np.ones((2, 3), dtype), names=("a", "b"))
+        cf = nt.compile(every_formula)
+        cf(x, x)
+        (program,) = cf.cache.values()
+        for node in program.graph.nodes:
+            chain = getattr(node.op, "chain", None)
+            if chain is not None:
+                chains.append((chain, [v.dtype for v in node.args], list(codegen.chain_dtypes(chain))))
+    return chains
+
+
+def test_generated_fused_kernels_compile(tmp_path):
+    from namedtensor.compiler import codegen
+
+    chains = _fused_chains()
+    assert {d[0] for _, d, _ in chains} >= {"float32", "float64"}
+    used = {m.op.__name__ for c, _, _ in chains for m in c.members}
+    assert used == set(codegen.SCALAR)
+    parts = []
+    for k, (chain, in_dtypes, member_dtypes) in enumerate(chains):
+        ins, outs, body = codegen.cuda_source(chain, in_dtypes, member_dtypes)
+        ins_ = [p.split() for p in ins.split(", ")]
+        outs_ = [p.split() for p in outs.split(", ")]
+        params = [f"const {t}* in_{v}" for t, v in ins_] + [f"{t}* out_{v}" for t, v in outs_]
+        lines = [f"__global__ void nt_fused_{k}({', '.join(params)}, long long n) {{",
+                 "    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;", "    if (i >= n) return;"]
+        lines += [f"    const {t} {v} = in_{v}[i];" for t, v in ins_]
+        lines += [f"    {t} {v};" for t, v in outs_]
+        lines += ["    { " + body.replace("\n", "\n      ") + " }"]
+        lines += [f"    out_{v}[i] = {v};" for t, v in outs_]
+        parts.append("\n".join(lines) + "\n}\n")
+    rc, out = _nvcc(("fused", "".join(parts), [], tmp_path))
+    assert rc == 0, out

@@ -42,7 +42,7 @@ from ..ops.inplace import zero_
 from ..ops.naming import rename
 from ..tensor import Tensor
 from .graph import current, freed_error
-from .mode import _GradMode
+from .mode import _GradMode, current_tracer
 
 
 _getrefcount = getattr(sys, "getrefcount", None)
@@ -411,6 +411,9 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
     Without ``inputs`` the leaves' gradients accumulate into ``.grad`` and None is returned;
     with ``inputs`` their gradients are returned (one per input) and ``.grad`` is left alone.
     """
+    tracer = current_tracer()
+    if tracer is not None and hasattr(tracer, "backward_hook"):
+        tracer.backward_hook()  # a tracer that cannot record a backward pass refuses it (nt.compile)
     roots = _as_seq(roots)
     if retain_graph is None:
         retain_graph = create_graph

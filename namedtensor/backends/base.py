@@ -881,6 +881,14 @@ class Backend:
         """Restart the random stream from seed ``n``."""
         raise NotImplementedError
 
+    def random_state(self) -> object:
+        """A snapshot of the random stream that compares equal before and after a stretch that drew
+        nothing (``nt.compile`` refuses to freeze numbers drawn while tracing)."""
+        return None
+
+    def set_random_state(self, state: object) -> None:
+        """Go back to a snapshot of :meth:`random_state` (where the backend can; CuPy's stream goes on)."""
+
     def rand(self, shape, dtype):
         """Uniform samples in [0, 1) of a float ``nt`` dtype."""
         raise NotImplementedError

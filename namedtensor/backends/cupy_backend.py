@@ -65,6 +65,7 @@ class CupyBackend(Backend):
         self.var = _with_correction(cupy.var)
         self.std = _with_correction(cupy.std)
         self._rng = None
+        self._draws = 0  # draws since the backend was made: its random_state()
         self._seed = None
         self._copy_stream = None
         self._kernels = None
@@ -199,6 +200,7 @@ class CupyBackend(Backend):
 
     # random numbers ------------------------------------------------------------------
     def _generator(self):
+        self._draws += 1
         if self._rng is None:
             with self._dev:
                 self._rng = self.xp.random.default_rng(self._seed)
@@ -207,6 +209,9 @@ class CupyBackend(Backend):
     def seed(self, n: int) -> None:
         self._seed = n
         self._rng = None  # made again from the seed on the next draw, on this device
+
+    def random_state(self):
+        return (self._seed, self._draws)
 
     def rand(self, shape, dtype):
         d = self._to_native[dtype]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import operator
+import threading
 import warnings
 from typing import Tuple
 
@@ -706,4 +707,31 @@ def _as_meta(x) -> MetaArray:
     return MetaArray(_shape(x), np.dtype(str(x.dtype)))
 
 
+class _Observer(threading.local):
+    """This thread's observer of the arrays the meta backend makes, called as ``fn(out, name, args,
+    kwargs)``: ``nt.compile`` learns how an op's public function computed its params from traced arrays
+    (an index reshaped and cast), to compute them again at run time.  None outside such a trace."""
+
+    fn = None
+
+
+OBSERVER = _Observer()
+
+
+def _observed(name: str, fn):
+    def call(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        observer = OBSERVER.fn
+        if observer is not None:
+            observer(out, name, args, kwargs)
+        return out
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
 META = MetaBackend()
+for _name in dir(META):
+    _fn = getattr(META, _name)
+    if not _name.startswith("_") and callable(_fn) and not isinstance(_fn, type):
+        setattr(META, _name, _observed(_name, _fn))

@@ -193,6 +193,12 @@ class NumpyBackend(Backend):
     def seed(self, n: int) -> None:
         self._rng = np.random.default_rng(n)
 
+    def random_state(self):
+        return self._rng.bit_generator.state
+
+    def set_random_state(self, state) -> None:
+        self._rng.bit_generator.state = state
+
     def rand(self, shape, dtype):
         d = self._to_native[dtype]
         if d == np.float16:

@@ -198,6 +198,12 @@ class StrictBackend(Backend):
     def seed(self, n: int) -> None:
         self._np.seed(n)
 
+    def random_state(self):
+        return self._np.random_state()
+
+    def set_random_state(self, state) -> None:
+        self._np.set_random_state(state)
+
     def rand(self, shape, dtype):
         return self._from(self._np.rand(shape, dtype))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from .. import _dtypes, _names
+from .. import _dtypes, _names, backends
 from ..autograd.graph import Op, _common_backend, apply
 from ..tensor import Tensor
 
@@ -40,6 +40,8 @@ def operand(x, like: Tensor, op: str) -> Union[Tensor, bool, int, float]:
     if isinstance(x, Tensor) or x.__class__ in SCALARS:
         return x
     B = like._B
+    if B.device == "meta" and not B.is_array(x):
+        B = backends.cpu()  # a dry run keeps the constant's values: a compiled graph holds them
     if B.is_array(x) or hasattr(x, "__array__") or isinstance(x, (list, tuple)):
         data = B.asarray(x)
         return Tensor._make(data, _names.unnamed(len(data.shape)), B)

@@ -88,7 +88,10 @@ def _leaf_error(op: str, t: Tensor, what: str) -> RuntimeError:
 def _records(self: Tensor, op: str, *others: Any) -> bool:
     """Whether the edit ``op`` of ``self`` (reading ``others``) must be recorded in the graph; refuses
     leaves that require grad and views of them, as PyTorch does."""
-    if not _state.current[0]:  # grad mode, read inline: every in-place op passes here
+    grad_enabled, tracer = _state.current  # read inline: every in-place op passes here
+    if tracer is not None and hasattr(tracer, "inplace_hook"):
+        tracer.inplace_hook(self, op)  # a tracer that cannot record writes refuses them first (nt.compile)
+    if not grad_enabled:
         return False
     if self._rg and self._node is None:
         raise _leaf_error(op, self, "a tensor")

@@ -118,8 +118,17 @@ def _reduce(B, loss, p: dict):
     total = B.sum(loss, axis=None)
     if reduction == "sum":
         return total
-    count = p["count"]
+    count = _count(B, p)
     return total / count if count else total * math.nan  # all ignored: nan, as in PyTorch
+
+
+def _count(B, p: dict) -> int:
+    """How many targets count: fixed by the shapes, or (``None``, where a dry run made the params, as
+    ``nt.compile`` does) the valid targets of this call."""
+    count = p["count"]
+    if count is None:
+        return int(B.sum(p["valid"], axis=None)) if has_values(B) else 1  # a dry run's result has no values
+    return count
 
 
 def _weights(node, g: Tensor) -> Tensor:
@@ -134,7 +143,7 @@ def _weights(node, g: Tensor) -> Tensor:
             w = _permute(w, inverse_permutation(p["out_perm"]), w._names)
         w = _reshape(w, keep, _names.unnamed(len(keep)))
     elif p["reduction"] == "mean":
-        w = w / max(p["count"], 1)
+        w = w / max(_count(node.B, p), 1)
     valid = p.get("valid")
     if valid is not None:
         B = node.B
@@ -184,8 +193,8 @@ def _index_plan(op: str, logits: Tensor, target: Tensor, ax: int, ignore_index: 
     if ignore_index is not None:
         valid = t != ignore_index
         t = B.where(valid, t, 0)
-        if checked:
-            count = int(B.sum(valid, axis=None))
+        # counted now, or (a dry run, which nt.compile replays) by the forward of each call
+        count = int(B.sum(valid, axis=None)) if checked else None
     n = shape[ax]
     if count and checked:
         lo, hi = int(B.min(t, axis=None)), int(B.max(t, axis=None))
@@ -220,7 +229,7 @@ class _CrossEntropy(Op):
             loss = (1 - eps) * loss + eps * (lse - B.mean(x, axis=ax, keepdims=True))
         if valid is not None:
             loss = B.where(valid, loss, 0)
-        p = {"ax": ax, "count": count, "reduction": reduction, "out_perm": out_perm}
+        p = {"ax": ax, "count": count, "valid": valid, "reduction": reduction, "out_perm": out_perm}
         return _reduce(B, loss, p), lse
 
     @staticmethod
@@ -258,7 +267,7 @@ class _CrossEntropyRows(_CrossEntropy):
         loss, lse = B.cross_entropy(x if ax == 1 else B.reshape(x, (-1, x.shape[ax])), target, ignore)
         if reduction == "none":
             loss = B.reshape(loss, tuple(idx.shape))
-        p = {"ax": ax, "count": count, "reduction": reduction, "out_perm": out_perm}
+        p = {"ax": ax, "count": count, "valid": valid, "reduction": reduction, "out_perm": out_perm}
         return _reduce(B, loss, p), lse
 
     @staticmethod
@@ -517,7 +526,8 @@ class _NLLLoss(Op):
         loss = B.negative(B.take_along_axis(x, idx, axis=ax))
         if valid is not None:
             loss = B.where(valid, loss, 0)
-        return _reduce(B, loss, {"ax": ax, "count": count, "reduction": reduction, "out_perm": out_perm})
+        return _reduce(B, loss, {"ax": ax, "count": count, "valid": valid, "reduction": reduction,
+                                 "out_perm": out_perm})
 
     @staticmethod
     def backward(node, g):

@@ -1,0 +1,256 @@
+"""nt.compile against eager execution: TorchScript's loop, the Transformer block's training step, compile time.
+
+Three tables, each timed side by side in this process (columns take turns in shuffled rounds; figures
+are medians in ms, ratios medians of per-round ratios):
+
+* ``loop``: PyTorch's TorchScript example ``for _ in range(10): x = x * x`` on float32 vectors of
+  several sizes: NumPy, namedtensor eager, namedtensor compiled (one fused kernel), PyTorch eager.
+* ``step``: one training step (forward, backward, AdamW) of bench/train_step.py's block (batch 16, seq
+  128, model 256, 8 heads, MLP 1024): eager, the block compiled, PyTorch eager; against the matmul floor,
+  the step's 10.47 GFLOP of matrix products at the float32 matmul rate measured here on the same
+  threads.  Peak memory as train_step.py measures it, each column in a process of its own.
+* ``compile``: the compiled block's first call minus a later one (tracing, passes, kernel generation and
+  Numba's compilation), in a new process with an empty kernel cache and in a second process that finds
+  the cache (``NAMEDTENSOR_CACHE_DIR``).
+
+    pip install torch==2.13.0 numba          # the PyTorch column; the fused CPU kernels
+    python bench/compile.py [--threads 1] [--rounds 15] [--part loop|step|compile]
+
+JAX has no column yet.  OpenBLAS tuning variables that this workplace sets for old CPUs slow NumPy
+down; they are removed here, in this script's own environment only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_OPENBLAS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+HERE = Path(__file__).resolve().parent
+
+
+def _parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--part", choices=("loop", "step", "compile", "all"), default="all")
+    p.add_argument("--child", choices=("memory eager", "memory compiled", "memory torch", "compile time"),
+                   help=argparse.SUPPRESS)
+    return p.parse_args()
+
+
+ARGS = _parse()
+if not os.environ.get("_NT_BENCH_CHILD"):
+    env = {k: v for k, v in os.environ.items() if k not in _OPENBLAS}
+    env.update(_NT_BENCH_CHILD="1", OPENBLAS_NUM_THREADS=str(ARGS.threads), OMP_NUM_THREADS=str(ARGS.threads))
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+import numpy as np  # noqa: E402
+
+import namedtensor as nt  # noqa: E402
+
+
+def _train_step_module():
+    """bench/train_step.py's models and steps (its argument parsing sees only the thread count)."""
+    argv, sys.argv = sys.argv, [str(HERE / "train_step.py"), "--threads", str(ARGS.threads)]
+    try:
+        spec = importlib.util.spec_from_file_location("train_step", HERE / "train_step.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.argv = argv
+    return module
+
+
+TS = _train_step_module()
+torch = TS.torch
+
+
+def interleaved(fns: dict, rounds: int) -> dict:
+    names = list(fns)
+    times = {n: [] for n in names}
+    for fn in fns.values():
+        fn()
+        fn()
+    shuffle = random.Random(0).shuffle
+    for _ in range(rounds):
+        shuffle(names)
+        for n in names:
+            t0 = time.perf_counter()
+            fns[n]()
+            times[n].append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def ratio(times: dict, a: str, b: str) -> float:
+    return statistics.median(x / y for x, y in zip(times[a], times[b]))
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+def loop(x):
+    for _ in range(10):
+        x = x * x
+    return x
+
+
+def loop_table() -> None:
+    print(f"\n`for _ in range(10): x = x * x` on float32 vectors, {ARGS.threads} thread(s), ms")
+    print("| elements | NumPy | eager | compiled | PyTorch eager | eager / compiled | NumPy / compiled |")
+    print("|---|---|---|---|---|---|---|")
+    compiled = nt.compile(loop)
+    for n in (4096, 262144, 4194304):
+        a = np.random.default_rng(0).uniform(0.9999, 1.0001, n).astype(np.float32)  # no underflow in x**1024
+        x = nt.tensor(a, names=("i",))
+        fns = {"numpy": lambda: loop(a), "eager": lambda: loop(x), "compiled": lambda: compiled(x)}
+        if torch is not None:
+            ta = torch.from_numpy(a)
+            fns["torch"] = lambda: loop(ta)
+        np.testing.assert_allclose(compiled(x).numpy(), loop(a), rtol=1e-5)
+        times = interleaved(fns, ARGS.rounds * 2)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        torch_s = f"{med['torch']:.3f}" if "torch" in med else "-"
+        print(f"| {n} | {med['numpy']:.3f} | {med['eager']:.3f} | {med['compiled']:.3f} | {torch_s} | "
+              f"{ratio(times, 'eager', 'compiled'):.2f}x | {ratio(times, 'numpy', 'compiled'):.2f}x |")
+
+
+# ----------------------------------------------------------------------------- the training step
+
+
+def step_args() -> argparse.Namespace:
+    return argparse.Namespace(batch=16, seq=128, model=256, heads=8, mlp=1024, causal=False)
+
+
+def matmul_gflop(a: argparse.Namespace) -> float:
+    """The step's matrix products: the forward's projections, MLP and attention scores and values; the
+    backward does twice that (one product for the input's gradient, one for the weight's)."""
+    rows = a.batch * a.seq
+    dense = 2 * rows * (4 * a.model * a.model + 2 * a.model * a.mlp)
+    attention = 2 * 2 * a.batch * a.seq * a.seq * a.model
+    return 3 * (dense + attention) / 1e9
+
+
+def matmul_rate() -> float:
+    """The best float32 GFLOP/s of products shaped as the step's (2048 x 256 @ 256 x 1024), on these threads."""
+    x = np.random.default_rng(0).standard_normal((2048, 256), dtype=np.float32)
+    w = np.random.default_rng(1).standard_normal((256, 1024), dtype=np.float32)
+    best = float("inf")
+    for _ in range(30):
+        t0 = time.perf_counter()
+        x @ w
+        best = min(best, time.perf_counter() - t0)
+    return 2 * 2048 * 256 * 1024 / best / 1e9
+
+
+def steps() -> dict:
+    a = step_args()
+    fns = {"eager": TS.nt_step_fn(a), "compiled": TS.nt_step_fn(a, compiled=True)}
+    if torch is not None:
+        fns["torch"] = TS.torch_step_fn(a)
+    return fns
+
+
+def step_table() -> None:
+    a = step_args()
+    nt.set_num_threads(ARGS.threads)
+    if torch is not None:
+        torch.set_num_threads(ARGS.threads)
+    fns = steps()
+    first = {n: fn() for n, fn in fns.items()}
+    if abs(first["compiled"] - first["eager"]) > 1e-5 * abs(first["eager"]):
+        raise SystemExit(f"compiled and eager disagree: first losses {first}")
+    floor = matmul_gflop(a) / matmul_rate() * 1e3
+    times = interleaved(fns, ARGS.rounds)
+    memory = {n: _child_number(f"memory {n}") for n in fns}
+    print(f"\nblock training step, {ARGS.threads} thread(s): matmul floor {floor:.1f} ms "
+          f"({matmul_gflop(a):.2f} GFLOP at the measured float32 rate)")
+    print("| run | median ms/step | / matmul floor | / PyTorch eager | peak memory growth (MB) |")
+    print("|---|---|---|---|---|")
+    for n in fns:
+        med = statistics.median(times[n])
+        vs_torch = f"{ratio(times, n, 'torch'):.2f}x" if "torch" in times else "-"
+        print(f"| {n} | {med:.1f} | {med / floor:.2f}x | {vs_torch} | {memory[n]:.1f} |")
+
+
+def memory_child(which: str) -> None:
+    nt.set_num_threads(ARGS.threads)
+    if torch is not None:
+        torch.set_num_threads(ARGS.threads)
+    step = steps()[which]
+    step()
+    before = TS._status_mb("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    for _ in range(3):
+        step()
+    print(f"{max(TS._status_mb('VmHWM') - before, 0.0):.1f}")
+
+
+# ----------------------------------------------------------------------------- compile time
+
+
+def compile_time_child() -> None:
+    a = step_args()
+    nt.set_num_threads(ARGS.threads)
+    block = nt.nn.TransformerBlock("embed", a.model, a.heads, a.mlp)
+    x = nt.randn(a.batch, a.seq, a.model, names=TS.NAMES)
+    compiled = nt.compile(block)
+    t0 = time.perf_counter()
+    compiled(x).sum().backward()
+    first = time.perf_counter() - t0
+    later = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        compiled(x).sum().backward()
+        later.append(time.perf_counter() - t0)
+    print(f"{first - min(later):.3f}")
+
+
+def _child_number(which: str, env: dict = None) -> float:
+    cmd = [sys.executable, __file__, "--threads", str(ARGS.threads), "--child", which]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env or os.environ).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def compile_table() -> None:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NAMEDTENSOR_CACHE_DIR=cache)
+        cold = _child_number("compile time", env)
+        warm = _child_number("compile time", env)
+    print(f"\ncompiling the block (first call minus a later one, forward and backward), {ARGS.threads} thread(s)")
+    print("| process | compile time (s) |")
+    print("|---|---|")
+    print(f"| new, empty kernel cache | {cold:.2f} |")
+    print(f"| second, kernel cache on disk | {warm:.2f} |")
+
+
+def main() -> None:
+    if ARGS.child == "compile time":
+        compile_time_child()
+        return
+    if ARGS.child:
+        memory_child(ARGS.child.split()[1])
+        return
+    if torch is None:
+        print("PyTorch is not installed (pip install torch==2.13.0): no PyTorch column.")
+    parts = ("loop", "step", "compile") if ARGS.part == "all" else (ARGS.part,)
+    nt.set_num_threads(ARGS.threads)
+    if "loop" in parts:
+        loop_table()
+    if "step" in parts:
+        step_table()
+    if "compile" in parts:
+        compile_table()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,12 @@
+"""``nt.compile``: named programs traced once, optimised, with elementwise chains fused into generated kernels.
+
+Where things live: ``ir.py`` (the graph of named values), ``capture.py`` (tracing on the meta device,
+signatures), ``passes.py`` (constant folding, common subexpressions, dead code, fusion), ``codegen.py``
+(the scalar formulas and the Numba and CUDA kernels), ``program.py`` (a graph as straight-line Python),
+``api.py`` (``nt.compile`` and its cache).  The fused op itself is ``namedtensor/ops/fusion.py``.
+docs/design.md, "Compilation", states the rules.
+"""
+
+from .api import CompiledFunction, compile
+
+__all__ = ["compile", "CompiledFunction"]

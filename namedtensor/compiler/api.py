@@ -1,0 +1,170 @@
+"""``nt.compile``: a function or module traced once per signature, optimised, and replayed.
+
+A call looks up its signature (capture.py: names, shapes, dtypes, devices and ``requires_grad`` of
+the tensor arguments, the other arguments, the grad mode, a module's training flags) in the cache; a
+new one is traced on the meta device, optimised (passes.py) and built into a program (program.py).
+A program whose externals changed (a parameter given another shape) is traced again.  After
+``cache_limit`` signatures, new ones run eagerly, with one warning that says which parts of the
+signature changed.  What cannot be traced runs eagerly too, with a warning naming the op or step
+(``fullgraph=True`` raises instead).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..nn import Module
+from ..tensor import Tensor
+from . import codegen
+from .capture import Untraceable, capture, describe_key, flatten, signature, unflatten
+from .ir import Graph, Node, Value
+from .passes import fuse_elementwise, optimize
+from .program import Program, build
+
+__all__ = ["compile", "CompiledFunction"]
+
+
+def _fusible(n: Node) -> bool:
+    return (len(n.outputs) == 1 and codegen.scalar_op(n.op)
+            and codegen.fusible_dtypes([*n.outputs, *(a for a in n.args if isinstance(a, Value))])
+            and all(isinstance(a, (Value, bool, int, float)) for a in n.args))
+
+
+def _kernels(chain, inputs: List[Value], outputs: List[Value]) -> Dict[str, Callable]:
+    kernels: Dict[str, Callable] = {}
+    cpu = codegen.numba_kernel(chain, inputs, outputs)
+    if cpu is not None:
+        kernels["numpy"] = cpu
+    kernels["cupy"] = codegen.cuda_kernel(chain, inputs, outputs)
+    return kernels
+
+
+class CompiledFunction:
+    """What ``nt.compile(fn)`` returns: call it as ``fn``.  ``explain()`` describes what was compiled."""
+
+    def __init__(self, fn: Callable, fuse: bool, cache_limit: int, fullgraph: bool) -> None:
+        self.fn = fn
+        self.fuse = fuse
+        self.cache_limit = cache_limit
+        self.fullgraph = fullgraph
+        self.cache: Dict[Tuple[Any, ...], Optional[Program]] = {}
+        self.fallbacks: Dict[Tuple[Any, ...], str] = {}
+        self._warned_limit = False
+        functools.update_wrapper(self, fn if not isinstance(fn, Module) else fn.forward)
+
+    def _extra(self) -> Tuple[Any, ...]:
+        """The part of the signature outside the arguments: which tensor objects the function reads (a
+        parameter replaced by another, a closure's or a global's tensor rebound) and a module's
+        training flags."""
+        fn = self.fn
+        if isinstance(fn, Module):
+            return (tuple(m.training for m in fn.modules()), tuple(map(id, fn.parameters())),
+                    tuple(map(id, fn.buffers())))
+        cells = getattr(fn, "__closure__", None) or ()
+        held = [c.cell_contents for c in cells if isinstance(_contents(c), Tensor)]
+        scope = getattr(fn, "__globals__", None)
+        if scope is not None:
+            held.extend(scope[n] for n in fn.__code__.co_names if isinstance(scope.get(n), Tensor))
+        return tuple(map(id, held))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves, tree = flatten((args, kwargs))
+        try:
+            key = signature(leaves, tree, self._extra())
+        except TypeError:
+            return self._eager(None, "an argument that is neither a tensor nor hashable", args, kwargs)
+        program = self.cache.get(key, False)
+        if program is False or (program is not None and not program.guards_hold()):
+            program = self._compile(key, leaves, tree)
+        if program is None:
+            return self.fn(*args, **kwargs)
+        return unflatten(program.graph.tree, program.run([x for x in leaves if _is_tensor(x)]))
+
+    def _compile(self, key, leaves, tree) -> Optional[Program]:
+        if key not in self.cache and len(self.cache) >= self.cache_limit:
+            if not self._warned_limit:
+                self._warned_limit = True
+                warnings.warn(self._limit_message(key), stacklevel=3)
+            self.fallbacks[key] = "cache limit"
+            return None
+        try:
+            graph = capture(self.fn, leaves, tree)
+        except Untraceable as e:
+            if self.fullgraph:
+                raise RuntimeError(f"nt.compile(fullgraph=True): {e}") from None
+            warnings.warn(f"nt.compile: {_name(self.fn)} runs eagerly for this signature: {e}.", stacklevel=3)
+            self.cache[key] = None
+            self.fallbacks[key] = str(e)
+            return None
+        report = optimize(graph, self._fuser() if self.fuse else None)
+        program = self.cache[key] = build(graph, report)
+        return program
+
+    def _fuser(self) -> Callable[[Graph], int]:
+        return lambda graph: fuse_elementwise(graph, _fusible, _kernels)
+
+    def _eager(self, key, why: str, args, kwargs) -> Any:
+        if self.fullgraph:
+            raise RuntimeError(f"nt.compile(fullgraph=True): {why}")
+        return self.fn(*args, **kwargs)
+
+    def _limit_message(self, key) -> str:
+        parts = describe_key(key)
+        previous = next(reversed(self.cache)) if self.cache else None
+        changed = [p for p in parts if previous is None or p not in describe_key(previous)]
+        return (f"nt.compile: {_name(self.fn)} was traced for {self.cache_limit} signatures (cache_limit="
+                f"{self.cache_limit}); new signatures run eagerly from now on. This one differs from the last "
+                f"in: {'; '.join(changed) or 'nothing visible'}. Pass cache_limit= to keep more, or give the "
+                "function fewer shapes (pad to a few sizes).")
+
+    def explain(self) -> str:
+        """Each signature's graph after the passes, what the passes did, and why a signature runs eagerly."""
+        out = []
+        for key, program in self.cache.items():
+            out.append("signature: " + "; ".join(describe_key(key)))
+            if program is None:
+                out.append(f"  runs eagerly: {self.fallbacks.get(key)}")
+                continue
+            out.append("  " + ", ".join(f"{k}: {v}" for k, v in program.report.items()))
+            out.extend("  " + line for line in str(program.graph).splitlines())
+        return "\n".join(out) if out else "nothing compiled yet"
+
+    def __getattr__(self, name: str) -> Any:
+        # a compiled module is used as the module (parameters(), train(), state_dict()...)
+        return getattr(self.__dict__["fn"], name)
+
+
+def _contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # a cell not filled yet
+        return None
+
+
+def _is_tensor(x: Any) -> bool:
+    return isinstance(x, Tensor)
+
+
+def _name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+def compile(fn: Optional[Callable] = None, *, fuse: bool = True, cache_limit: int = 8,
+            fullgraph: bool = False) -> Any:
+    """Compile ``fn`` (a function or a ``nn.Module``): traced once per signature into a graph of named
+    values, optimised (constant folding, common subexpressions, dead code, fused elementwise kernels)
+    and replayed.  Results and gradients are the eager ones.  Usable as ``@nt.compile`` and
+    ``@nt.compile(fuse=False)``.
+
+    ``cache_limit``: how many signatures to trace before new ones run eagerly (with a warning).
+    ``fullgraph=True``: raise instead of running eagerly what cannot be traced.
+    """
+    if fn is None:
+        return lambda f: compile(f, fuse=fuse, cache_limit=cache_limit, fullgraph=fullgraph)
+    if not callable(fn):
+        raise TypeError(f"compile: expected a function or a Module, got {type(fn).__name__}.")
+    if isinstance(cache_limit, bool) or not isinstance(cache_limit, int) or cache_limit < 1:
+        raise ValueError(f"compile: cache_limit must be an int >= 1, got {cache_limit!r}.")
+    return CompiledFunction(fn, fuse, cache_limit, fullgraph)

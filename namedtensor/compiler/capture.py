@@ -1,0 +1,324 @@
+"""Tracing a function into a :class:`~namedtensor.compiler.ir.Graph`: the signature, the dry run, the checks.
+
+``capture(fn, args, kwargs)`` calls ``fn`` once on meta stand-ins for its tensor arguments (``nt.spec``'s
+device: names, shapes and dtypes flow through the real op code, no element is computed), with a tracer
+installed that turns every op into a node.  Tensors that no op of the trace made are the graph's
+externals (parameters, tensors from closures) or constants (made during the trace and held by nothing
+else); see ir.py.
+
+What a graph cannot replay makes the trace stop with :class:`Untraceable`, naming the op or the step:
+a value the code reads (``bool(t)``, ``t.item()``, a boolean mask: :class:`DataDependentError`), a
+``backward()`` inside the function, an in-place write, random numbers drawn outside an op, or params
+computed from traced values outside the op.  ``nt.compile`` then runs the function eagerly, with a
+warning.
+
+:func:`signature` is the cache key of a call: for each tensor argument its names, shape, dtype, device
+and ``requires_grad``, the other arguments themselves (they must be hashable: they are specialised
+into the graph), the grad mode, and the ``training`` flags of a compiled module.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Dict, List, Tuple
+
+from .. import _dtypes
+from .._internal import raw, swap_tracer, version_counter, wrap
+from ..autograd.graph import Op
+from ..autograd.mode import is_grad_enabled
+from ..backends import get as backend_for, made as made_backends
+from ..backends.meta_backend import META, OBSERVER, DataDependentError, MetaArray
+from ..tensor import Tensor
+from .ir import RANDOM, ArrayOf, Derived, Graph, Node, Value, evaluate, map_leaves
+
+__all__ = ["Untraceable", "flatten", "unflatten", "signature", "capture"]
+
+
+class Untraceable(Exception):
+    """A step the graph cannot replay: ``what`` (an op's name or a step) and why."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"{what}: {why}")
+        self.what = what
+        self.why = why
+
+
+# ----------------------------------------------------------------------------- argument trees
+
+
+def flatten(obj: Any) -> Tuple[List[Any], Any]:
+    """``(leaves, tree)``: the tensors and other leaves of nested tuples, lists and dicts, and their shape."""
+    leaves: List[Any] = []
+
+    def walk(x: Any) -> Any:
+        if isinstance(x, Tensor):
+            leaves.append(x)
+            return None
+        if isinstance(x, (tuple, list)) and x.__class__ in (tuple, list):
+            return (x.__class__, tuple(walk(y) for y in x))
+        if isinstance(x, dict) and x.__class__ is dict:
+            return (dict, tuple((k, walk(v)) for k, v in x.items()))
+        leaves.append(x)
+        return None
+
+    return leaves, walk(obj)
+
+
+def unflatten(tree: Any, leaves: List[Any]) -> Any:
+    """The nested structure ``tree`` (from :func:`flatten`) with ``leaves`` in its places."""
+    it = iter(leaves)
+
+    def build(node: Any) -> Any:
+        if node is None:
+            return next(it)
+        kind, items = node
+        if kind is dict:
+            return {k: build(v) for k, v in items}
+        return kind(build(v) for v in items)
+
+    return build(tree)
+
+
+def signature(leaves: List[Any], tree: Any, extra: Tuple[Any, ...] = ()) -> Tuple[Any, ...]:
+    """The cache key of a call with these flattened arguments (see the module docstring)."""
+    key: List[Any] = [tree, is_grad_enabled(), extra]
+    for x in leaves:
+        if isinstance(x, Tensor):
+            a = raw(x)
+            key.append((x.names, tuple(a.shape), str(a.dtype), x.device, x.requires_grad))
+        else:
+            hash(x)  # an unhashable argument cannot be a key: the caller falls back
+            key.append((x.__class__, x))
+    return tuple(key)
+
+
+def describe_key(key: Tuple[Any, ...]) -> List[str]:
+    """Each part of a signature in words (for the message when the cache is full)."""
+    tree, grad, extra, *args = key
+    parts = [f"grad mode {'on' if grad else 'off'}"]
+    if extra:
+        parts.append(f"the tensors read from outside and the training flags ({len(extra)} parts)")
+    for i, a in enumerate(args):
+        if len(a) == 5:
+            names, shape, dtype, device, rg = a
+            dims = ", ".join(str(s) if n is None else f"{n}={s}" for n, s in zip(names, shape))
+            parts.append(f"argument {i}: ({dims}) {dtype} on {device}{', requires_grad' if rg else ''}")
+        else:
+            parts.append(f"argument {i}: {a[1]!r}")
+    return parts
+
+
+# ----------------------------------------------------------------------------- the trace
+
+
+def _random_states() -> List[Any]:
+    return [b.random_state() for b in made_backends()]
+
+
+class _Recorder:
+    """The tracer: turns each op into a node, and knows each traced tensor's value."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        # id(tensor) -> (tensor, value, its version counter, the count when seen)
+        self.seen: Dict[int, Tuple[Tensor, Value, Any, int]] = {}
+        self.arrays: Dict[int, Value] = {}  # id(meta array) -> the traced value that holds it
+        self.derived: Dict[int, Tuple[MetaArray, str, tuple, dict]] = {}  # id(meta array) -> how it was made
+
+    def backward_hook(self) -> None:
+        raise Untraceable("backward", "a backward pass inside the compiled function is not traced yet; "
+                                      "compile the forward (the loss) and call backward() outside it")
+
+    def inplace_hook(self, t: Tensor, op: str) -> None:
+        raise Untraceable(op, f"writes in place into a tensor {t.names}, which graphs do not trace yet (write "
+                              "x = x.op() instead of x.op_(), x = x + y instead of x += y)")
+
+    def alias_hook(self, spec: Tensor, t: Tensor) -> None:
+        self.know(spec, self.value_of(t, "to"))
+
+    def know(self, t: Tensor, v: Value) -> None:
+        vc = version_counter(t)
+        self.seen[id(t)] = (t, v, vc, vc[0])
+        self.arrays[id(raw(t))] = v
+
+    def value_of(self, t: Tensor, op: str) -> Value:
+        entry = self.seen.get(id(t))
+        if entry is not None:
+            vc = version_counter(t)
+            if vc is not entry[2]:  # t became a view after it was seen (it shares its base's counter now)
+                self.seen[id(t)] = (t, entry[1], vc, vc[0])
+            elif vc[0] != entry[3]:
+                raise Untraceable(op, "reads a tensor that was written in place inside the compiled function, "
+                                      "which graphs do not trace yet")
+            return entry[1]
+        a = raw(t)
+        if isinstance(a, MetaArray):
+            recipe = self.param(a, op) if id(a) in self.derived else None
+            if not isinstance(recipe, Derived):
+                raise Untraceable(op, f"reads a tensor {t.names} computed outside the library's ops, which a "
+                                      "graph cannot replay")
+            if _reads_values(recipe):
+                # made by backend functions from traced arrays (a weighted loss's picked weights): a node
+                # that makes it again at every call, outside autograd as the eager tensor is
+                reads = _arrays_read(recipe)
+                v = self.graph.new_value(t.names, a.shape, str(a.dtype), "op")
+                v.source = Node(Computed, tuple(reads), {"recipe": recipe}, (v,), t.names)
+                self.graph.nodes.append(v.source)
+                self.know(t, v)
+                return v
+            # made from sizes alone (pooling's bins, quantile's q): a constant, made once the trace knows
+            # the device
+            v = self.graph.new_value(t.names, a.shape, str(a.dtype), "constant", (recipe, t.names))
+        else:
+            v = self.graph.new_value(t.names, a.shape, str(a.dtype), "external", t)
+        self.know(t, v)
+        return v
+
+    def derive(self, out: Any, fn: str, args: tuple, kwargs: dict) -> None:
+        """Remember that the meta backend's ``fn`` made ``out`` (the meta backend's observer, while tracing)."""
+        for o in out if isinstance(out, tuple) else (out,):
+            if isinstance(o, MetaArray):
+                self.derived[id(o)] = (o, fn, args, kwargs)  # o is kept: its id stays its own
+
+    def param(self, x: Any, op: str) -> Any:
+        if not isinstance(x, MetaArray):
+            return x
+        v = self.arrays.get(id(x))
+        if v is not None:
+            return ArrayOf(v)
+        how = self.derived.get(id(x))
+        if how is None:
+            raise Untraceable(op, "its arguments hold values computed outside the traced ops (random "
+                                  "numbers drawn before the op, for one), which a graph would repeat")
+        _, fn, args, kwargs = how
+        return Derived(fn, map_leaves(args, lambda p: self.param(p, op)), map_leaves(kwargs, lambda p: self.param(p, op)))
+
+    def __call__(self, op, inputs, outputs, params) -> None:
+        args = tuple(self.value_of(x, op.name) if isinstance(x, Tensor) else x for x in inputs)
+        params = map_leaves(params, lambda p: self.param(p, op.name))
+        outs = []
+        for o in outputs:
+            a = raw(o)
+            v = self.graph.new_value(o.names, a.shape, str(a.dtype), "op")
+            self.know(o, v)
+            outs.append(v)
+        names = outputs[0].names if len(outputs) == 1 and op.n_outputs == 1 else tuple(o.names for o in outputs)
+        node = Node(op, args, params, tuple(outs), names)
+        for v in outs:
+            v.source = node
+        self.graph.nodes.append(node)
+
+
+def _spec(t: Tensor) -> Tensor:
+    a = raw(t)
+    s = wrap(MetaArray(a.shape, META.native(_dtypes.as_dtype(t.dtype))), t.names, META)
+    if t.requires_grad:
+        s.requires_grad_(True)
+    return s
+
+
+def capture(fn: Callable, leaves: List[Any], tree: Any) -> Graph:
+    """Trace ``fn`` called with ``unflatten(tree, leaves)`` (tensors replaced by meta specs) into a graph."""
+    graph = Graph()
+    recorder = _Recorder(graph)
+    specs = []
+    for i, x in enumerate(leaves):
+        if isinstance(x, Tensor):
+            s = _spec(x)
+            v = graph.new_value(x.names, raw(x).shape, str(raw(x).dtype), "input", i)
+            graph.inputs.append(v)
+            recorder.know(s, v)
+            specs.append(s)
+        else:
+            specs.append(x)
+    args, kwargs = unflatten(tree, specs)
+    before = _random_states()
+    previous, observer = swap_tracer(recorder), OBSERVER.fn
+    OBSERVER.fn = recorder.derive
+    try:
+        result = fn(*args, **kwargs)
+    except DataDependentError as e:
+        raise Untraceable(_last_op(graph), f"the next step needs values ({e})") from None
+    finally:
+        swap_tracer(previous)
+        OBSERVER.fn = observer
+    if _random_states() != before:
+        for b, state in zip(made_backends(), before):
+            b.set_random_state(state)  # the eager run that follows draws what it would have drawn
+        raise Untraceable("random numbers", "were drawn while tracing (nt.randn, dropout of a constant...), and a "
+                                            "graph would repeat the same numbers at every call")
+    out_leaves, graph.tree = flatten(result)
+    for x in out_leaves:
+        graph.outputs.append(recorder.value_of(x, "return") if isinstance(x, Tensor) else x)
+    for t, v, vc, version in recorder.seen.values():
+        if version_counter(t) is vc and vc[0] != version:
+            raise Untraceable("in-place write", f"a tensor {t.names} was written in place inside the compiled "
+                                                "function, which graphs do not trace yet")
+    del result, out_leaves, args, kwargs, specs
+    recorder.seen.clear()
+    _classify_externals(graph)
+    _make_constants(graph, leaves)
+    return graph
+
+
+def _reads_values(recipe: Derived) -> bool:
+    """Whether a recipe reads traced arrays or draws random numbers (so it is no constant)."""
+    found = []
+
+    def walk(x: Any) -> Any:
+        if isinstance(x, ArrayOf) or (isinstance(x, Derived) and x.fn in RANDOM):
+            found.append(x)
+        if isinstance(x, Derived):
+            map_leaves((x.args, x.kwargs), walk, lambda p: isinstance(p, (ArrayOf, Derived)))
+        return x
+
+    walk(recipe)
+    return bool(found)
+
+
+def _arrays_read(recipe: Derived) -> List[Value]:
+    found: Dict[int, Value] = {}
+
+    def walk(x: Any) -> Any:
+        if isinstance(x, ArrayOf):
+            found.setdefault(x.value.id, x.value)
+        elif isinstance(x, Derived):
+            map_leaves((x.args, x.kwargs), walk, lambda p: isinstance(p, (ArrayOf, Derived)))
+        return x
+
+    walk(recipe)
+    return list(found.values())
+
+
+class Computed(Op):
+    """A tensor that an op's public function made from traced arrays with backend functions: its recipe
+    runs again on the arrays of this call (not differentiable: the eager tensor is no op's output)."""
+
+    name = "computed"
+    differentiable = False
+
+    @staticmethod
+    def forward(B, *arrays, recipe):
+        return evaluate(recipe, None, B, arrays)
+
+
+def _make_constants(graph: Graph, leaves: List[Any]) -> None:
+    """The constants recorded as recipes, computed on the device of the tensor arguments (the CPU
+    without any)."""
+    device = next((x.device for x in leaves if isinstance(x, Tensor)), "cpu")
+    B = backend_for(device)
+    for v in graph.values:
+        if v.kind == "constant" and isinstance(v.source, tuple) and isinstance(v.source[0], Derived):
+            recipe, names = v.source
+            v.source = wrap(evaluate(recipe, {}, B), names, B)
+
+
+def _last_op(graph: Graph) -> str:
+    return f"after {graph.nodes[-1].op.name}" if graph.nodes else "before the first op"
+
+
+def _classify_externals(graph: Graph) -> None:
+    """An external held by nothing but the graph was made during the trace: it is a constant."""
+    for v in graph.values:
+        if v.kind == "external" and sys.getrefcount(v.source) <= 2:  # v.source and getrefcount's argument
+            v.kind = "constant"

@@ -1,0 +1,212 @@
+"""The passes over a traced graph: dead code, common subexpressions, constants, elementwise fusion.
+
+Every pass takes a :class:`~namedtensor.compiler.ir.Graph` and rewrites it in place.  A traced graph
+is pure (in-place writes, backward passes and random draws refuse to trace; see capture.py), so a node
+may be dropped when nothing reads its outputs, merged with an identical earlier one, or evaluated once
+when it reads constants only.
+
+Fusion groups consecutive elementwise nodes whose outputs have one shape into one node of a fused
+op (``namedtensor/ops/fusion.py``), with a kernel generated for the whole group where the code
+generator knows every member (codegen.py); a group's outputs are the members' values that something
+after it reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional
+
+from ..autograd.graph import apply
+from ..autograd.mode import no_grad
+from ..ops.fusion import Chain, Member, fused
+from .ir import ArrayOf, Graph, Node, Value, map_leaves
+
+__all__ = ["eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants", "fuse_elementwise",
+           "optimize"]
+
+
+def _rewrite(graph: Graph, replace: Dict[int, Value]) -> None:
+    """Make every reader of a value in ``replace`` (by id) read its replacement."""
+    if not replace:
+        return
+
+    def swap(a: Any) -> Any:
+        if isinstance(a, Value):
+            return replace.get(a.id, a)
+        if isinstance(a, ArrayOf) and a.value.id in replace:
+            return ArrayOf(replace[a.value.id])
+        return a
+
+    for n in graph.nodes:
+        n.args = tuple(swap(a) for a in n.args)
+        n.params = map_leaves(n.params, swap)
+    graph.outputs = [swap(v) for v in graph.outputs]
+
+
+def eliminate_dead_code(graph: Graph) -> int:
+    """Drop the nodes none of whose outputs reach the graph's outputs; returns how many."""
+    live = {v.id for v in graph.outputs if isinstance(v, Value)}
+    kept: List[Node] = []
+    for n in reversed(graph.nodes):
+        if any(v.id in live for v in n.outputs):
+            kept.append(n)
+            live.update(v.id for v in n.values_read())
+    dropped = len(graph.nodes) - len(kept)
+    graph.nodes = kept[::-1]
+    return dropped
+
+
+def _key(a: Any) -> Any:
+    if isinstance(a, Value):
+        return ("v", a.id)
+    if isinstance(a, ArrayOf):
+        return ("a", a.value.id)
+    if isinstance(a, (tuple, list)):
+        return (a.__class__, tuple(_key(x) for x in a))
+    if isinstance(a, dict):
+        return (dict, tuple((k, _key(v)) for k, v in a.items()))
+    return (a.__class__, a)
+
+
+def eliminate_common_subexpressions(graph: Graph) -> int:
+    """Merge each node into an earlier one of the same op on the same arguments and params; returns how
+    many were merged.  Nodes whose params cannot be compared (raw arrays) stay."""
+    seen: Dict[Any, Node] = {}
+    replace: Dict[int, Value] = {}
+    kept: List[Node] = []
+    for n in graph.nodes:
+        if replace:
+            _rewrite_node(n, replace)
+        if n.draws():  # two draws are two different masks
+            kept.append(n)
+            continue
+        try:
+            key = (n.op, _key(n.args), _key(n.params), n.names)
+            hash(key)
+        except TypeError:
+            kept.append(n)
+            continue
+        first = seen.get(key)
+        if first is None:
+            seen[key] = n
+            kept.append(n)
+        else:
+            replace.update({v.id: w for v, w in zip(n.outputs, first.outputs)})
+    merged = len(graph.nodes) - len(kept)
+    graph.nodes = kept
+    graph.outputs = [replace.get(v.id, v) if isinstance(v, Value) else v for v in graph.outputs]
+    return merged
+
+
+def _rewrite_node(n: Node, replace: Dict[int, Value]) -> None:
+    one = Graph()
+    one.nodes = [n]
+    _rewrite(one, replace)
+
+
+def fold_constants(graph: Graph) -> int:
+    """Replace each node that reads only constants by its result, computed now; returns how many were
+    folded.  (Random draws refuse to trace, so every op here gives the same result at every call.)"""
+    kept: List[Node] = []
+    folded = 0
+    for n in graph.nodes:
+        reads = n.values_read()
+        if reads and not n.computed_params() and all(v.kind == "constant" for v in reads):
+            with no_grad():
+                out = apply(n.op, tuple(a.source if isinstance(a, Value) else a for a in n.args), n.names, **n.params)
+            for v, t in zip(n.outputs, out if isinstance(out, tuple) else (out,)):
+                v.kind, v.source = "constant", t
+            folded += 1
+        else:
+            kept.append(n)
+    graph.nodes = kept
+    return folded
+
+
+# ----------------------------------------------------------------------------- fusion
+
+
+def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool],
+                     kernels_for: Callable[[Chain, List[Value], List[Value]], Dict[str, Callable]]) -> int:
+    """Replace each run of two or more consecutive ``fusible`` nodes whose outputs share one shape by one
+    node of a fused op; ``kernels_for(chain, inputs, outputs)`` gives its generated kernels.  Returns the
+    number of groups made."""
+    readers: Dict[int, int] = {}
+    for i, n in enumerate(graph.nodes):
+        for v in n.values_read():
+            readers[v.id] = max(readers.get(v.id, -1), i)
+    returned = {v.id for v in graph.outputs if isinstance(v, Value)}
+    out: List[Node] = []
+    groups = 0
+    run: List[Node] = []
+    run_end = 0
+
+    def close() -> None:
+        nonlocal groups
+        if len(run) >= 2:
+            out.append(_fused_node(run, run_end, readers, returned, kernels_for))
+            groups += 1
+        else:
+            out.extend(run)
+        run.clear()
+
+    for i, n in enumerate(graph.nodes):
+        if fusible(n) and (not run or n.outputs[0].shape == run[0].outputs[0].shape):
+            run.append(n)
+            run_end = i
+            continue
+        close()
+        if fusible(n):
+            run.append(n)
+            run_end = i
+        else:
+            out.append(n)
+    close()
+    graph.nodes = out
+    return groups
+
+
+def _fused_node(run: List[Node], end: int, readers: Dict[int, int], returned: set,
+                kernels_for: Callable) -> Node:
+    made = {n.outputs[0].id: j for j, n in enumerate(run)}
+    inputs: List[Value] = []
+    position: Dict[int, int] = {}
+    members = []
+    for n in run:
+        args = []
+        for a in n.args:
+            if isinstance(a, Value):
+                if a.id in made:
+                    args.append(("tmp", made[a.id]))
+                else:
+                    if a.id not in position:
+                        position[a.id] = len(inputs)
+                        inputs.append(a)
+                    args.append(("in", position[a.id]))
+            else:
+                args.append(a)
+        members.append(Member(n.op, tuple(args), n.params, n.names, n.outputs[0].dtype))
+    leaving = [j for j, n in enumerate(run) if n.outputs[0].id in returned or readers.get(n.outputs[0].id, -1) > end]
+    if not leaving:
+        leaving = [len(run) - 1]
+    # a float output first: autograd gives a multi-output node's first output a gradient whatever its dtype
+    leaving.sort(key=lambda j: run[j].outputs[0].dtype == "bool")
+    chain = Chain(tuple(members), tuple(leaving))
+    outputs = [run[j].outputs[0] for j in leaving]
+    op = fused(chain, kernels_for(chain, inputs, outputs))
+    names = outputs[0].names if len(outputs) == 1 else tuple(v.names for v in outputs)
+    node = Node(op, tuple(inputs), {}, tuple(outputs), names)
+    for v in outputs:
+        v.source = node
+    return node
+
+
+def optimize(graph: Graph, fuse: Optional[Callable[[Graph], int]] = None) -> Dict[str, int]:
+    """The passes in order; returns what each did (for ``explain()``)."""
+    report = {"nodes traced": len(graph.nodes)}
+    report["constants folded"] = fold_constants(graph)
+    report["subexpressions merged"] = eliminate_common_subexpressions(graph)
+    report["dead nodes dropped"] = eliminate_dead_code(graph)
+    if fuse is not None:
+        report["fused groups"] = fuse(graph)
+    report["nodes run"] = len(graph.nodes)
+    return report

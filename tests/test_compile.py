@@ -1,0 +1,334 @@
+"""nt.compile: tracing per signature, guards and retracing, the cache limit, eager fallback with a warning
+naming the op, the passes (constant folding, common subexpressions, dead code, fusion), the fused
+op's kernels (Numba; NumPy op by op without it; the CUDA C source) and gradients through compiled code.
+
+The equality of compiled and eager results op family by op family is tests/test_compile_ops.py.
+"""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import namedtensor as nt
+from namedtensor import nn
+from namedtensor.compiler import codegen
+from namedtensor.nn import functional as F
+from namedtensor.testing import assert_close, gradcheck, gradgradcheck
+
+
+def rnd(*shape, names, seed=0, dtype="float32"):
+    return nt.tensor(np.random.default_rng(seed).normal(size=shape).astype(dtype), names=names)
+
+
+def mlp_tail(x, w):
+    h = x * w + 1.0
+    h = F.gelu(h) * 2 - x.exp() + h.sigmoid()
+    return (h * h).sum("d"), h
+
+
+def program(cf):
+    (prog,) = [p for p in cf.cache.values() if p is not None]
+    return prog
+
+
+def compiled_quietly(fn, *args, **kw):
+    cf = nt.compile(fn, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return cf, cf(*args)
+
+
+# ----------------------------------------------------------------------------- results, graphs, gradients
+
+
+def test_a_chain_is_fused_into_one_op_with_the_eager_values_and_names():
+    x, w = rnd(6, 7, names=("b", "d")), rnd(7, names=("d",), seed=1)
+    cf, (total, h) = compiled_quietly(mlp_tail, x, w)
+    want_total, want_h = mlp_tail(x, w)
+    assert_close(total, want_total, rtol=1e-5, atol=1e-5)
+    assert_close(h, want_h, rtol=1e-5, atol=1e-6)
+    ops = [n.op.name for n in program(cf).graph.nodes]
+    assert ops == ["fused[mul+add+gelu+mul+exp+sub+sigmoid+add+mul]", "sum"]
+    # the chain's last value is not returned: the fused op gives out h (read by the return) and the product
+    assert [v.names for v in program(cf).graph.nodes[0].outputs] == [("b", "d"), ("b", "d")]
+    text = cf.explain()
+    assert "fused groups: 1" in text and "(b=6, d=7) float32" in text and "argument 0: (b=6, d=7)" in text
+
+
+def test_gradients_through_compiled_code_are_the_eager_ones():
+    x = rnd(4, 5, names=("b", "d"), dtype="float64").requires_grad_()
+    w = rnd(5, names=("d",), seed=1, dtype="float64").requires_grad_()
+    cf = nt.compile(lambda x, w: mlp_tail(x, w)[0])
+    assert gradcheck(cf, x, w) and gradgradcheck(cf, x, w)
+    got = nt.grad(cf(x, w).sum(), [x, w])
+    want = nt.grad(mlp_tail(x, w)[0].sum(), [x, w])
+    for g, e in zip(got, want):
+        assert g.names == e.names
+        assert_close(g, e, rtol=1e-12, atol=1e-12)
+
+
+def test_the_fused_backward_saves_the_inputs_only():
+    x = rnd(3, 4, names=("b", "d"), dtype="float64").requires_grad_()
+    cf = nt.compile(lambda x: (x.exp() * 2 + 1).tanh())
+    y = cf(x)
+    node = y.grad_fn
+    assert node.op.name == "fused[exp+mul+add+tanh]"
+    assert len(node.saved) == 1 and node.saved[0] is x  # no intermediate is stored; the backward recomputes
+
+
+def test_constants_are_folded_subexpressions_merged_and_dead_code_dropped():
+    def fn(x):
+        scale = nt.arange(4, dtype=nt.float32).rename("d") * 0.5 + 1  # made here: constants, folded
+        x.exp()  # dead: nothing reads it
+        return (x * scale).sum("d") + (x * scale).sum("d")  # the same product twice: merged
+
+    x = rnd(3, 4, names=("b", "d"))
+    cf, out = compiled_quietly(fn, x)
+    assert_close(out, fn(x))
+    report = program(cf).report
+    assert report["constants folded"] == 3 and report["subexpressions merged"] == 2 and report["dead nodes dropped"] == 1
+
+
+def test_externals_are_read_afresh_at_every_call():
+    w = rnd(4, names=("d",))
+    cf = nt.compile(lambda x: x * w)
+    x = rnd(3, 4, names=("b", "d"), seed=1)
+    assert_close(cf(x), x * w)
+    w.mul_(3.0)  # an optimizer's in-place update: the graph sees it
+    assert_close(cf(x), x * w)
+
+
+def test_a_compiled_module_trains_as_the_eager_one():
+    nt.manual_seed(0)
+    model = nn.Sequential(nn.Linear("feat", "hidden", 8, 16), nn.GELU(), nn.Linear("hidden", "cls", 16, 3))
+    compiled = nt.compile(model)
+    assert list(compiled.parameters()) == list(model.parameters())
+    x = rnd(5, 8, names=("batch", "feat"))
+    target = nt.tensor(np.array([0, 1, 2, 1, 0]), names=("batch",))
+    opt = nt.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        want = F.cross_entropy(model(x), target, dim="cls")
+        got = F.cross_entropy(compiled(x), target, dim="cls")
+        assert_close(got, want, rtol=1e-6, atol=1e-6)
+        opt.zero_grad()
+        got.backward()
+        opt.step()
+    assert len(compiled.cache) == 1
+    model.eval()
+    compiled(x)
+    assert len(compiled.cache) == 2  # the training flags are part of the signature
+
+
+# ----------------------------------------------------------------------------- signatures and guards
+
+
+def test_a_new_signature_is_traced_again_and_the_cache_limit_warns_with_what_changed():
+    cf = nt.compile(lambda x: x * 2 + 1, cache_limit=2)
+    cf(rnd(3, names=("a",)))
+    cf(rnd(3, names=("a",), seed=1))  # same signature: no new trace
+    assert len(cf.cache) == 1
+    cf(rnd(4, names=("a",)))
+    assert len(cf.cache) == 2
+    with pytest.warns(UserWarning, match=r"traced for 2 signatures \(cache_limit=2\).*argument 0: \(b=5\)"):
+        out = cf(rnd(5, names=("b",)))
+    assert out.names == ("b",) and len(cf.cache) == 2
+    assert_close(out, rnd(5, names=("b",)) * 2 + 1)
+
+
+@pytest.mark.parametrize("change", ["names", "dtype", "requires_grad", "grad mode"])
+def test_the_signature_covers_names_dtype_requires_grad_and_grad_mode(change):
+    cf = nt.compile(lambda x: x.exp())
+    x = rnd(3, names=("a",))
+    cf(x)
+    if change == "names":
+        cf(x.rename("z"))
+    elif change == "dtype":
+        cf(x.double())
+    elif change == "requires_grad":
+        cf(x.detach().requires_grad_())
+    else:
+        with nt.no_grad():
+            cf(x)
+    assert len(cf.cache) == 2
+
+
+def test_an_external_that_changes_shape_is_traced_again():
+    model = nn.Linear("feat", "out", 4, 3)
+    cf = nt.compile(model)
+    x = rnd(2, 4, names=("batch", "feat"))
+    cf(x)
+    model.weight = nn.Parameter(rnd(5, 4, names=("out", "feat")))
+    model.bias = nn.Parameter(rnd(5, names=("out",)))
+    assert_close(cf(x), model(x))
+    assert len(cf.cache) == 2
+
+
+def test_python_arguments_are_specialised_and_unhashable_ones_run_eagerly():
+    cf = nt.compile(lambda x, k: x * k)
+    x = rnd(3, names=("a",))
+    assert_close(cf(x, 2.0), x * 2.0)
+    assert_close(cf(x, 3.0), x * 3.0)
+    assert len(cf.cache) == 2
+    assert_close(cf(x, np.float32(4.0)), x * 4.0)
+    assert_close(nt.compile(lambda x, ks: x * ks[0])(x, [5.0]), x * 5.0)  # lists of numbers are trees
+
+
+# ----------------------------------------------------------------------------- eager fallback
+
+
+FALLBACKS = {
+    "item": (lambda x: x * x.sum().item(), "after sum: the next step needs values"),
+    "control flow": (lambda x: x * 2 if bool((x > 0).all()) else x, "the next step needs values (item()"),
+    "boolean mask": (lambda x: x[x > 0], "after gt: the next step needs values"),
+    "backward": (lambda x: x.exp().sum().backward(), "backward: a backward pass inside"),
+    "in-place": (lambda x: (x * 2).relu_() + 1, "relu_: writes in place"),
+    "random": (lambda x: x + nt.randn(3, names=("a",)), "random numbers: were drawn while tracing"),
+}
+
+
+@pytest.mark.parametrize("case", FALLBACKS)
+def test_what_cannot_be_traced_runs_eagerly_with_a_warning_naming_it(case):
+    fn, fragment = FALLBACKS[case]
+    x = rnd(3, names=("a",)).abs().requires_grad_(case == "backward")
+    cf = nt.compile(fn)
+    with pytest.warns(UserWarning, match="runs eagerly for this signature") as record:
+        nt.manual_seed(0)
+        got = cf(x)
+    assert fragment in str(record[0].message)
+    nt.manual_seed(0)
+    want = fn(x.detach().requires_grad_(case == "backward"))
+    if want is not None:
+        assert_close(got, want)
+    assert list(cf.cache.values()) == [None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per signature
+        cf(x)
+    with pytest.raises(RuntimeError, match=r"fullgraph=True.*" + re.escape(fragment.split(":")[0])):
+        nt.compile(fn, fullgraph=True)(x)
+
+
+def test_a_write_into_an_external_is_refused_before_it_happens():
+    counter = nt.zeros(3, names=("a",))
+    cf = nt.compile(lambda x: x * counter.add_(1.0))
+    x = rnd(3, names=("a",))
+    with pytest.warns(UserWarning, match=r"add_: writes in place into a tensor \('a',\)"):
+        got = cf(x)
+    assert counter.tolist() == [1.0, 1.0, 1.0]  # the eager run's write only
+    assert_close(got, x)
+    cf(x)
+    assert counter.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_dropout_draws_a_new_mask_at_every_call_as_eagerly():
+    x = rnd(4, 50, names=("b", "d"))
+    fn = lambda x: F.dropout(x * 2, 0.5) + F.dropout(x * 2, 0.5)  # two masks, not merged
+    compiled, _ = compiled_quietly(fn, x)
+    nt.manual_seed(3)
+    first, second = compiled(x), compiled(x)
+    nt.manual_seed(3)
+    assert_close(first, fn(x))
+    assert_close(second, fn(x))
+    assert not np.array_equal(first.numpy(), second.numpy())
+    assert [n.op.name for n in program(compiled).graph.nodes].count("dropout") == 2
+
+
+def test_a_user_error_is_the_eager_error():
+    cf = nt.compile(lambda a, b: a + b)
+    with pytest.raises(nt.NamesError, match="add"):
+        cf(rnd(3, names=("a",)), rnd(3, names=("b",)))
+
+
+def test_compile_argument_errors():
+    with pytest.raises(TypeError, match="compile: expected a function or a Module"):
+        nt.compile(3)
+    with pytest.raises(ValueError, match="cache_limit must be an int >= 1"):
+        nt.compile(lambda x: x, cache_limit=0)
+    assert nt.compile(cache_limit=2)(lambda x: x + 1).cache_limit == 2
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def test_without_numba_fused_groups_run_op_by_op_and_say_so_once(monkeypatch):
+    monkeypatch.setitem(codegen._NUMBA, "module", None)
+    x, w = rnd(6, 7, names=("b", "d")), rnd(7, names=("d",), seed=1)
+    cf = nt.compile(mlp_tail)
+    got = cf(x, w)
+    fused = program(cf).graph.nodes[0].op
+    assert "numpy" not in fused.kernels
+    for g, e in zip(got, mlp_tail(x, w)):
+        assert_close(g, e, rtol=0, atol=0)  # the members' own forwards: the eager values exactly
+    monkeypatch.delitem(codegen._NUMBA, "module")
+    with pytest.warns(UserWarning, match=r"fused CPU kernels need Numba \(pip install 'named-tensors\[jit\]'\)"):
+        monkeypatch.setitem(__import__("sys").modules, "numba", None)
+        codegen.numba_available()
+
+
+def test_numba_kernels_match_numpy_across_broadcasts_sizes_and_dtypes():
+    pytest.importorskip("numba")
+    for shape, dtype in (((3, 5, 7), "float32"), ((40000,), "float64"), ((2, 3000, 17), "float32"), ((), "float64")):
+        names = tuple("abc"[: len(shape)])
+        x = rnd(*shape, names=names, dtype=dtype)
+        bias = rnd(*shape[-1:], names=names[-1:], seed=2, dtype=dtype) if shape else nt.tensor(0.5)
+
+        def fn(x, b):
+            y = nt.where(x > 0, x * b, x.tanh() - 1)
+            return (y.clip(-0.5, 2.0).square() + nt.maximum(y, b)).sqrt(), y.relu() / (1 + b.abs())
+
+        cf, got = compiled_quietly(fn, x, bias)
+        assert "numpy" in program(cf).graph.nodes[0].op.kernels
+        for g, e in zip(got, fn(x, bias)):
+            assert g.dtype == e.dtype and g.names == e.names
+            assert_close(g, e, rtol=2e-6 if dtype == "float32" else 1e-13, atol=1e-7)
+
+
+def test_nan_and_inf_follow_numpy_in_kernels():
+    pytest.importorskip("numba")
+    x = nt.tensor(np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.0], "float64"), names=("a",))
+    fn = lambda x: (nt.maximum(x, 0.5) + nt.minimum(x, -0.5), x.relu() * 1.0, (x / 0.0) + 0, x.sigmoid() * 1)
+    _, got = compiled_quietly(fn, x)
+    for g, e in zip(got, fn(x)):
+        np.testing.assert_array_equal(g.numpy(), e.numpy())
+
+
+def test_generated_kernels_are_cached_on_disk(tmp_path, monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setenv("NAMEDTENSOR_CACHE_DIR", str(tmp_path))
+    cf = nt.compile(lambda x: (x * 3).exp() - 1)
+    cf(rnd(4, names=("a",)))
+    assert len(list((tmp_path / "kernels").glob("nt_kernel_*.py"))) == 1
+
+
+def test_cuda_source_of_a_chain():
+    x, w = rnd(6, 7, names=("b", "d")), rnd(7, names=("d",), seed=1)
+    cf = nt.compile(mlp_tail)
+    cf(x, w)
+    chain = program(cf).graph.nodes[0].op.chain
+    ins, outs, body = codegen.cuda_source(chain, ["float32", "float32"], list(codegen.chain_dtypes(chain)))
+    assert ins == "float x0, float x1" and outs == "float o0, float o1"
+    assert "float t2 = ((float)(" in body and "erf(" in body and "tanh" not in body
+    assert body.splitlines()[-2:] == ["o0 = t7;", "o1 = t8;"]  # h, and h * h
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_loss_counts_the_targets_of_each_call(weighted):
+    # the mean divides by the (weights of the) targets not ignored: values the graph must not freeze; the
+    # weighted loss builds its per-target weights from the targets with backend functions ("computed")
+    z = rnd(6, 5, names=("batch", "cls"), dtype="float64").requires_grad_()
+    w = nt.tensor(np.linspace(0.5, 2, 5), names=("cls",)) if weighted else None
+    fn = lambda z, t: F.cross_entropy(z, t, weight=w, dim="cls", label_smoothing=0.1)
+    cf = nt.compile(fn)
+    for ignored in ([0, 3], [1], []):
+        t = np.array([0, 1, 2, 3, 4, 0])
+        t[ignored] = -100
+        target = nt.tensor(t, names=("batch",))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = cf(z, target)
+        want = fn(z, target)
+        assert_close(got, want, rtol=1e-12, atol=1e-12)
+        assert_close(nt.grad(got, z)[0], nt.grad(want, z)[0], rtol=1e-12, atol=1e-12)
+    assert len(cf.cache) == 1
+    assert ("computed(" in cf.explain()) == weighted
