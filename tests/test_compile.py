@@ -307,7 +307,7 @@ def test_cuda_source_of_a_chain():
     cf(x, w)
     chain = program(cf).graph.nodes[0].op.chain
     ins, outs, body = codegen.cuda_source(chain, ["float32", "float32"], list(codegen.chain_dtypes(chain)))
-    assert ins == "float x0, float x1" and outs == "float o0, float o1"
+    assert ins == "float32 x0, float32 x1" and outs == "float32 o0, float32 o1"  # NumPy's names, as CuPy reads them
     assert "float t2 = ((float)(" in body and "erf(" in body and "tanh" not in body
     assert body.splitlines()[-2:] == ["o0 = t7;", "o1 = t8;"]  # h, and h * h
 

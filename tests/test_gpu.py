@@ -622,7 +622,7 @@ def test_sets_and_counting_match_the_cpu():
     t = index_like(6, 40, names=("tok",))
     x = rnd(40, names=("tok",))
     check(lambda t, x: (*nt.unique(t, return_inverse=True, return_counts=True), nt.nonzero(t > 3),
-                        nt.searchsorted(nt.arange(0, 6, 2), t), nt.bincount(t, weights=x), x.histc(bins=7),
+                        nt.searchsorted(nt.arange(0, 6, 2, device=t.device), t), nt.bincount(t, weights=x), x.histc(bins=7),
                         *nt.unique_consecutive(t, return_counts=True)), t, x)
 
 

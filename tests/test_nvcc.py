@@ -229,8 +229,9 @@ def test_generated_fused_kernels_compile(tmp_path):
     parts = []
     for k, (chain, in_dtypes, member_dtypes) in enumerate(chains):
         ins, outs, body = codegen.cuda_source(chain, in_dtypes, member_dtypes)
-        ins_ = [p.split() for p in ins.split(", ")]
-        outs_ = [p.split() for p in outs.split(", ")]
+        c_type = {"float32": "float", "float64": "double", "bool": "bool"}  # CuPy's typedefs of the param types
+        ins_ = [(c_type[t], v) for t, v in (p.split() for p in ins.split(", "))]
+        outs_ = [(c_type[t], v) for t, v in (p.split() for p in outs.split(", "))]
         params = [f"const {t}* in_{v}" for t, v in ins_] + [f"{t}* out_{v}" for t, v in outs_]
         lines = [f"__global__ void nt_fused_{k}({', '.join(params)}, long long n) {{",
                  "    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;", "    if (i >= n) return;"]

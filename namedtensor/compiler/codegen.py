@@ -321,9 +321,10 @@ def _c_expr(text: str) -> str:
 
 
 def cuda_source(chain: Chain, in_dtypes: List[str], member_dtypes: List[str]) -> Tuple[str, str, str]:
-    """``(in_params, out_params, body)`` of the ``cupy.ElementwiseKernel`` computing ``chain``."""
-    ins = ", ".join(f"{_C_TYPES[d]} x{k}" for k, d in enumerate(in_dtypes))
-    outs = ", ".join(f"{_C_TYPES[member_dtypes[j]]} o{k}" for k, j in enumerate(chain.outputs))
+    """``(in_params, out_params, body)`` of the ``cupy.ElementwiseKernel`` computing ``chain``: the params
+    typed by NumPy's dtype names, as CuPy reads them (``float`` there is float64), the body in C."""
+    ins = ", ".join(f"{d} x{k}" for k, d in enumerate(in_dtypes))
+    outs = ", ".join(f"{member_dtypes[j]} o{k}" for k, j in enumerate(chain.outputs))
     lines = []
     for j, line in enumerate(_statements(chain, in_dtypes, member_dtypes, lambda e, d: f"{d}({e})" if d != "bool" else e)):
         lhs, rhs = line.split(" = ", 1)
