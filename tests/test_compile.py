@@ -13,7 +13,7 @@ import pytest
 
 import namedtensor as nt
 from namedtensor import nn
-from namedtensor.compiler import codegen
+from namedtensor.compiler import cuda_codegen, numba_codegen
 from namedtensor.nn import functional as F
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
 
@@ -23,9 +23,20 @@ def rnd(*shape, names, seed=0, dtype="float32"):
 
 
 def mlp_tail(x, w):
+    # formulas that vectorize, so the CPU fuses them (chains with exp, erf, tanh... fuse on a GPU only)
     h = x * w + 1.0
-    h = F.gelu(h) * 2 - x.exp() + h.sigmoid()
+    h = nt.maximum(h, 0.1) * 2 - x / (1.0 + x.abs()) + nt.where(h > 0, h, -h)
     return (h * h).sum("d"), h
+
+
+def cuda_chains(fn, *args):
+    """The fused chains of ``fn``'s graph as a GPU would fuse them (traced on the CPU)."""
+    from namedtensor.compiler import api, capture, passes
+
+    leaves, tree = capture.flatten((args, {}))
+    graph = capture.capture(fn, list(leaves), tree)
+    passes.fuse_elementwise(graph, api.fusible_on("cupy"), lambda *a: ({}, {}))
+    return [(n.op.chain, [v.dtype for v in n.args]) for n in graph.nodes if hasattr(n.op, "chain")]
 
 
 def program(cf):
@@ -50,7 +61,7 @@ def test_a_chain_is_fused_into_one_op_with_the_eager_values_and_names():
     assert_close(total, want_total, rtol=1e-5, atol=1e-5)
     assert_close(h, want_h, rtol=1e-5, atol=1e-6)
     ops = [n.op.name for n in program(cf).graph.nodes]
-    assert ops == ["fused[mul+add+gelu+mul+exp+sub+sigmoid+add+mul]", "sum"]
+    assert ops == ["fused[mul+add+maximum+mul+abs+add+div+sub+gt+neg+where+add+mul]", "sum"]
     # the chain's last value is not returned: the fused op gives out h (read by the return) and the product
     assert [v.names for v in program(cf).graph.nodes[0].outputs] == [("b", "d"), ("b", "d")]
     text = cf.explain()
@@ -71,11 +82,12 @@ def test_gradients_through_compiled_code_are_the_eager_ones():
 
 def test_the_fused_backward_saves_the_inputs_only():
     x = rnd(3, 4, names=("b", "d"), dtype="float64").requires_grad_()
-    cf = nt.compile(lambda x: (x.exp() * 2 + 1).tanh())
+    cf = nt.compile(lambda x: (x * 2 + 1).relu() * x - 3)
     y = cf(x)
     node = y.grad_fn
-    assert node.op.name == "fused[exp+mul+add+tanh]"
+    assert node.op.name == "fused[mul+add+relu+mul+sub]"
     assert len(node.saved) == 1 and node.saved[0] is x  # no intermediate is stored; the backward recomputes
+    assert "numpy" in node.op.backward_kernels  # one pass of the generated backward
 
 
 def test_constants_are_folded_subexpressions_merged_and_dead_code_dropped():
@@ -251,19 +263,18 @@ def test_compile_argument_errors():
 # ----------------------------------------------------------------------------- kernels
 
 
-def test_without_numba_fused_groups_run_op_by_op_and_say_so_once(monkeypatch):
-    monkeypatch.setitem(codegen._NUMBA, "module", None)
+def test_without_numba_the_cpu_fuses_nothing_and_says_so_once(monkeypatch):
+    monkeypatch.setitem(numba_codegen._NUMBA, "module", None)
     x, w = rnd(6, 7, names=("b", "d")), rnd(7, names=("d",), seed=1)
     cf = nt.compile(mlp_tail)
     got = cf(x, w)
-    fused = program(cf).graph.nodes[0].op
-    assert "numpy" not in fused.kernels
+    assert not any(hasattr(n.op, "chain") for n in program(cf).graph.nodes)  # no kernel: no fused op
     for g, e in zip(got, mlp_tail(x, w)):
-        assert_close(g, e, rtol=0, atol=0)  # the members' own forwards: the eager values exactly
-    monkeypatch.delitem(codegen._NUMBA, "module")
+        assert_close(g, e, rtol=0, atol=0)  # the ops' own forwards: the eager values exactly
+    monkeypatch.delitem(numba_codegen._NUMBA, "module")
     with pytest.warns(UserWarning, match=r"fused CPU kernels need Numba \(pip install 'named-tensors\[jit\]'\)"):
         monkeypatch.setitem(__import__("sys").modules, "numba", None)
-        codegen.numba_available()
+        numba_codegen.numba_available()
 
 
 def test_numba_kernels_match_numpy_across_broadcasts_sizes_and_dtypes():
@@ -274,7 +285,7 @@ def test_numba_kernels_match_numpy_across_broadcasts_sizes_and_dtypes():
         bias = rnd(*shape[-1:], names=names[-1:], seed=2, dtype=dtype) if shape else nt.tensor(0.5)
 
         def fn(x, b):
-            y = nt.where(x > 0, x * b, x.tanh() - 1)
+            y = nt.where(x > 0, x * b, x - 1)
             return (y.clip(-0.5, 2.0).square() + nt.maximum(y, b)).sqrt(), y.relu() / (1 + b.abs())
 
         cf, got = compiled_quietly(fn, x, bias)
@@ -287,7 +298,7 @@ def test_numba_kernels_match_numpy_across_broadcasts_sizes_and_dtypes():
 def test_nan_and_inf_follow_numpy_in_kernels():
     pytest.importorskip("numba")
     x = nt.tensor(np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.0], "float64"), names=("a",))
-    fn = lambda x: (nt.maximum(x, 0.5) + nt.minimum(x, -0.5), x.relu() * 1.0, (x / 0.0) + 0, x.sigmoid() * 1)
+    fn = lambda x: (nt.maximum(x, 0.5) + nt.minimum(x, -0.5), x.relu() * 1.0, (x / 0.0) + 0, (x * 2).sqrt() * 1)
     _, got = compiled_quietly(fn, x)
     for g, e in zip(got, fn(x)):
         np.testing.assert_array_equal(g.numpy(), e.numpy())
@@ -296,20 +307,22 @@ def test_nan_and_inf_follow_numpy_in_kernels():
 def test_generated_kernels_are_cached_on_disk(tmp_path, monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.setenv("NAMEDTENSOR_CACHE_DIR", str(tmp_path))
-    cf = nt.compile(lambda x: (x * 3).exp() - 1)
+    cf = nt.compile(lambda x: (x * 3).relu() - 1)
     cf(rnd(4, names=("a",)))
-    assert len(list((tmp_path / "kernels").glob("nt_kernel_*.py"))) == 1
+    assert len(list((tmp_path / "kernels").glob("nt_kernel_*.py"))) == 2  # the chain's forward and backward
 
 
-def test_cuda_source_of_a_chain():
+def test_cuda_source_of_a_chain_forward_and_backward():
     x, w = rnd(6, 7, names=("b", "d")), rnd(7, names=("d",), seed=1)
-    cf = nt.compile(mlp_tail)
-    cf(x, w)
-    chain = program(cf).graph.nodes[0].op.chain
-    ins, outs, body = codegen.cuda_source(chain, ["float32", "float32"], list(codegen.chain_dtypes(chain)))
-    assert ins == "float32 x0, float32 x1" and outs == "float32 o0, float32 o1"  # NumPy's names, as CuPy reads them
-    assert "float t2 = ((float)(" in body and "erf(" in body and "tanh" not in body
-    assert body.splitlines()[-2:] == ["o0 = t7;", "o1 = t8;"]  # h, and h * h
+    ((chain, in_dtypes),) = cuda_chains(lambda x, w: (F.gelu(x * w + 1.0) * 2 - x.exp()).sum("d"), x, w)
+    assert chain.label() == "mul+add+gelu+mul+exp+sub"
+    ins, outs, body = cuda_codegen.forward_source(chain, in_dtypes)
+    assert ins == "float32 x0, float32 x1" and outs == "float32 o0"  # NumPy's names, as CuPy reads them
+    assert "float t2 = ((float)(((0.5 * t1) * (1.0 + erf((t1 * 0.7071067811865475))))));" in body
+    assert body.splitlines()[-1] == "o0 = t5;"
+    ins, outs, body, wanted = cuda_codegen.backward_source(chain, in_dtypes)
+    assert ins == "float32 x0, float32 x1, float32 go0" and outs == "float32 gi0, float32 gi1" and wanted == [0, 1]
+    assert "float g5 = ((float)(go0));" in body and body.splitlines()[-2:] == ["gi0 = gx0;", "gi1 = gx1;"]
 
 
 @pytest.mark.parametrize("weighted", [False, True])

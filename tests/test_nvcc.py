@@ -189,12 +189,11 @@ def test_sources_compile_with_nvrtc():
 
 
 def _fused_chains():
-    """The chains that nt.compile fuses from functions using every formula of the code generator's table,
-    in float32 and float64 (traced on the CPU; only their CUDA C is used here)."""
+    """The chains that nt.compile fuses from a function using every formula of the code generators' tables,
+    in float32 and float64 (traced on the CPU; only their CUDA C, forward and backward, is used here)."""
     import numpy as np
 
     import namedtensor as nt
-    from namedtensor.compiler import codegen
     from namedtensor.nn import functional as F
 
     def every_formula(x, y):
@@ -206,29 +205,30 @@ def _fused_chains():
              + nt.where(x > 0, a, b) + nt.where(x >= 0, a, b))
         return a + b + c + d + e
 
+    from test_compile import cuda_chains
+
     chains = []
     for dtype in ("float32", "float64"):
         x = nt.tensor(np.ones((2, 3), dtype), names=("a", "b"))
-        cf = nt.compile(every_formula)
-        cf(x, x)
-        (program,) = cf.cache.values()
-        for node in program.graph.nodes:
-            chain = getattr(node.op, "chain", None)
-            if chain is not None:
-                chains.append((chain, [v.dtype for v in node.args], list(codegen.chain_dtypes(chain))))
+        chains += cuda_chains(every_formula, x, x)
     return chains
 
 
 def test_generated_fused_kernels_compile(tmp_path):
-    from namedtensor.compiler import codegen
+    from namedtensor.compiler import cuda_codegen, formulas
 
     chains = _fused_chains()
-    assert {d[0] for _, d, _ in chains} >= {"float32", "float64"}
-    used = {m.op.__name__ for c, _, _ in chains for m in c.members}
-    assert used == set(codegen.SCALAR)
+    assert {d[0] for _, d in chains} >= {"float32", "float64"}
+    used = {m.op.__name__ for c, _ in chains for m in c.members}
+    assert used == set(formulas.SCALAR) and set(formulas.GRAD) <= used
+    sources = []
+    for chain, in_dtypes in chains:
+        sources.append(cuda_codegen.forward_source(chain, in_dtypes))
+        backward = cuda_codegen.backward_source(chain, in_dtypes)
+        if backward is not None:
+            sources.append(backward[:3])
     parts = []
-    for k, (chain, in_dtypes, member_dtypes) in enumerate(chains):
-        ins, outs, body = codegen.cuda_source(chain, in_dtypes, member_dtypes)
+    for k, (ins, outs, body) in enumerate(sources):
         c_type = {"float32": "float", "float64": "double", "bool": "bool"}  # CuPy's typedefs of the param types
         ins_ = [(c_type[t], v) for t, v in (p.split() for p in ins.split(", "))]
         outs_ = [(c_type[t], v) for t, v in (p.split() for p in outs.split(", "))]

@@ -1,8 +1,9 @@
 """``nt.compile``: named programs traced once, optimised, with elementwise chains fused into generated kernels.
 
 Where things live: ``ir.py`` (the graph of named values), ``capture.py`` (tracing on the meta device,
-signatures), ``passes.py`` (constant folding, common subexpressions, dead code, fusion), ``codegen.py``
-(the scalar formulas and the Numba and CUDA kernels), ``program.py`` (a graph as straight-line Python),
+signatures), ``passes.py`` (constant folding, common subexpressions, dead code, fusion), ``formulas.py``
+(the scalar formulas, forward and backward), ``numba_codegen.py`` and ``cuda_codegen.py`` (the CPU and GPU
+kernels made of them), ``program.py`` (a graph as straight-line Python),
 ``api.py`` (``nt.compile`` and its cache).  The fused op itself is ``namedtensor/ops/fusion.py``.
 docs/design.md, "Compilation", states the rules.
 """

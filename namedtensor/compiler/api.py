@@ -15,30 +15,52 @@ import functools
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from .._internal import backend_of
+from ..backends import cpu
 from ..nn import Module
 from ..tensor import Tensor
-from . import codegen
+from . import cuda_codegen, formulas, numba_codegen
 from .capture import Untraceable, capture, describe_key, flatten, signature, unflatten
-from .ir import Graph, Node, Value
+from .ir import Node, Value
 from .passes import fuse_elementwise, optimize
 from .program import Program, build
 
 __all__ = ["compile", "CompiledFunction"]
 
 
-def _fusible(n: Node) -> bool:
-    return (len(n.outputs) == 1 and codegen.scalar_op(n.op)
-            and codegen.fusible_dtypes([*n.outputs, *(a for a in n.args if isinstance(a, Value))])
-            and all(isinstance(a, (Value, bool, int, float)) for a in n.args))
+def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
+    """Which nodes a graph on ``backend`` fuses (None: none): those whose chains get a generated kernel
+    there, since a fused op without one would only add the recomputation of its backward.  CuPy: every
+    formula; NumPy, with Numba: the formulas that vectorize (formulas.ARITHMETIC); other backends none."""
+    if backend == "cupy":
+        formulas_here = frozenset(formulas.SCALAR)
+    elif backend == "numpy" and numba_codegen.numba_available():
+        formulas_here = formulas.ARITHMETIC
+    else:
+        return None
+
+    def fusible(n: Node) -> bool:
+        return (len(n.outputs) == 1 and formulas.scalar_op(n.op) and n.op.__name__ in formulas_here
+                and formulas.fusible_dtypes([*n.outputs, *(a for a in n.args if isinstance(a, Value))])
+                and all(isinstance(a, (Value, bool, int, float)) for a in n.args))
+
+    return fusible
 
 
-def _kernels(chain, inputs: List[Value], outputs: List[Value]) -> Dict[str, Callable]:
-    kernels: Dict[str, Callable] = {}
-    cpu = codegen.numba_kernel(chain, inputs, outputs)
+def _kernels(chain, inputs: List[Value], outputs: List[Value]) -> Tuple[Dict[str, Callable], Dict[str, Callable]]:
+    """The generated kernels of a fused chain, forward and backward, by backend name."""
+    forward: Dict[str, Callable] = {"cupy": cuda_codegen.forward_kernel(chain, inputs, outputs)}
+    backward: Dict[str, Callable] = {}
+    gpu_backward = cuda_codegen.backward_kernel(chain, inputs, outputs)
+    if gpu_backward is not None:
+        backward["cupy"] = gpu_backward
+    cpu = numba_codegen.forward_kernel(chain, inputs, outputs)
     if cpu is not None:
-        kernels["numpy"] = cpu
-    kernels["cupy"] = codegen.cuda_kernel(chain, inputs, outputs)
-    return kernels
+        forward["numpy"] = cpu
+        cpu_backward = numba_codegen.backward_kernel(chain, inputs, outputs)
+        if cpu_backward is not None:
+            backward["numpy"] = cpu_backward
+    return forward, backward
 
 
 class CompiledFunction:
@@ -52,6 +74,11 @@ class CompiledFunction:
         self.cache: Dict[Tuple[Any, ...], Optional[Program]] = {}
         self.fallbacks: Dict[Tuple[Any, ...], str] = {}
         self._warned_limit = False
+        self._trees: Dict[int, Any] = {}  # positional tensor arguments only: the tree of n of them
+        code = getattr(fn, "__code__", None)
+        self._cells = tuple(getattr(fn, "__closure__", None) or ())
+        self._globals = getattr(fn, "__globals__", {}) if code is not None else {}
+        self._global_names = tuple(code.co_names) if code is not None else ()
         functools.update_wrapper(self, fn if not isinstance(fn, Module) else fn.forward)
 
     def _extra(self) -> Tuple[Any, ...]:
@@ -62,15 +89,22 @@ class CompiledFunction:
         if isinstance(fn, Module):
             return (tuple(m.training for m in fn.modules()), tuple(map(id, fn.parameters())),
                     tuple(map(id, fn.buffers())))
-        cells = getattr(fn, "__closure__", None) or ()
-        held = [c.cell_contents for c in cells if isinstance(_contents(c), Tensor)]
-        scope = getattr(fn, "__globals__", None)
-        if scope is not None:
-            held.extend(scope[n] for n in fn.__code__.co_names if isinstance(scope.get(n), Tensor))
-        return tuple(map(id, held))
+        held = [id(c.cell_contents) for c in self._cells if isinstance(_contents(c), Tensor)]
+        scope = self._globals
+        for n in self._global_names:
+            x = scope.get(n)
+            if isinstance(x, Tensor):
+                held.append(id(x))
+        return tuple(held)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        leaves, tree = flatten((args, kwargs))
+        if not kwargs and all(x.__class__ is Tensor for x in args):  # the common call: tensors alone
+            leaves = args
+            tree = self._trees.get(len(args))
+            if tree is None:
+                tree = self._trees[len(args)] = flatten((args, kwargs))[1]
+        else:
+            leaves, tree = flatten((args, kwargs))
         try:
             key = signature(leaves, tree, self._extra())
         except TypeError:
@@ -80,7 +114,9 @@ class CompiledFunction:
             program = self._compile(key, leaves, tree)
         if program is None:
             return self.fn(*args, **kwargs)
-        return unflatten(program.graph.tree, program.run([x for x in leaves if _is_tensor(x)]))
+        outs = program.run([x for x in leaves if x.__class__ is Tensor or isinstance(x, Tensor)])
+        tree = program.graph.tree
+        return outs[0] if tree is None else unflatten(tree, outs)
 
     def _compile(self, key, leaves, tree) -> Optional[Program]:
         if key not in self.cache and len(self.cache) >= self.cache_limit:
@@ -98,12 +134,11 @@ class CompiledFunction:
             self.cache[key] = None
             self.fallbacks[key] = str(e)
             return None
-        report = optimize(graph, self._fuser() if self.fuse else None)
+        tensors = [x for x in leaves if isinstance(x, Tensor)]
+        fusible = fusible_on((backend_of(tensors[0]) if tensors else cpu()).name) if self.fuse else None
+        report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(g, fusible, _kernels))
         program = self.cache[key] = build(graph, report)
         return program
-
-    def _fuser(self) -> Callable[[Graph], int]:
-        return lambda graph: fuse_elementwise(graph, _fusible, _kernels)
 
     def _eager(self, key, why: str, args, kwargs) -> Any:
         if self.fullgraph:
@@ -141,10 +176,6 @@ def _contents(cell: Any) -> Any:
         return cell.cell_contents
     except ValueError:  # a cell not filled yet
         return None
-
-
-def _is_tensor(x: Any) -> bool:
-    return isinstance(x, Tensor)
 
 
 def _name(fn: Any) -> str:

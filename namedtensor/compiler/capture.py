@@ -23,7 +23,7 @@ import sys
 from typing import Any, Callable, Dict, List, Tuple
 
 from .. import _dtypes
-from .._internal import raw, swap_tracer, version_counter, wrap
+from .._internal import backend_of, raw, swap_tracer, version_counter, wrap
 from ..autograd.graph import Op
 from ..autograd.mode import is_grad_enabled
 from ..backends import get as backend_for, made as made_backends
@@ -85,7 +85,7 @@ def signature(leaves: List[Any], tree: Any, extra: Tuple[Any, ...] = ()) -> Tupl
     for x in leaves:
         if isinstance(x, Tensor):
             a = raw(x)
-            key.append((x.names, tuple(a.shape), str(a.dtype), x.device, x.requires_grad))
+            key.append((x.names, a.shape, a.dtype, backend_of(x), x.requires_grad))
         else:
             hash(x)  # an unhashable argument cannot be a key: the caller falls back
             key.append((x.__class__, x))
@@ -100,9 +100,9 @@ def describe_key(key: Tuple[Any, ...]) -> List[str]:
         parts.append(f"the tensors read from outside and the training flags ({len(extra)} parts)")
     for i, a in enumerate(args):
         if len(a) == 5:
-            names, shape, dtype, device, rg = a
+            names, shape, dtype, backend, rg = a
             dims = ", ".join(str(s) if n is None else f"{n}={s}" for n, s in zip(names, shape))
-            parts.append(f"argument {i}: ({dims}) {dtype} on {device}{', requires_grad' if rg else ''}")
+            parts.append(f"argument {i}: ({dims}) {dtype} on {backend.device}{', requires_grad' if rg else ''}")
         else:
             parts.append(f"argument {i}: {a[1]!r}")
     return parts

@@ -7,7 +7,7 @@ when it reads constants only.
 
 Fusion groups consecutive elementwise nodes whose outputs have one shape into one node of a fused
 op (``namedtensor/ops/fusion.py``), with a kernel generated for the whole group where the code
-generator knows every member (codegen.py); a group's outputs are the members' values that something
+generators know every member (formulas.py); a group's outputs are the members' values that something
 after it reads.
 """
 
@@ -125,11 +125,10 @@ def fold_constants(graph: Graph) -> int:
 # ----------------------------------------------------------------------------- fusion
 
 
-def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool],
-                     kernels_for: Callable[[Chain, List[Value], List[Value]], Dict[str, Callable]]) -> int:
+def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for: Callable) -> int:
     """Replace each run of two or more consecutive ``fusible`` nodes whose outputs share one shape by one
-    node of a fused op; ``kernels_for(chain, inputs, outputs)`` gives its generated kernels.  Returns the
-    number of groups made."""
+    node of a fused op; ``kernels_for(chain, inputs, outputs)`` gives its generated kernels, forward and
+    backward (two dicts by backend name).  Returns the number of groups made."""
     readers: Dict[int, int] = {}
     for i, n in enumerate(graph.nodes):
         for v in n.values_read():
@@ -192,7 +191,7 @@ def _fused_node(run: List[Node], end: int, readers: Dict[int, int], returned: se
     leaving.sort(key=lambda j: run[j].outputs[0].dtype == "bool")
     chain = Chain(tuple(members), tuple(leaving))
     outputs = [run[j].outputs[0] for j in leaving]
-    op = fused(chain, kernels_for(chain, inputs, outputs))
+    op = fused(chain, *kernels_for(chain, inputs, outputs))
     names = outputs[0].names if len(outputs) == 1 else tuple(v.names for v in outputs)
     node = Node(op, tuple(inputs), {}, tuple(outputs), names)
     for v in outputs:

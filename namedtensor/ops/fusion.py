@@ -3,14 +3,16 @@
 A :class:`Chain` lists its members, each an op of the library with its arguments: the chain's own
 inputs (``("in", k)``), earlier members' outputs (``("tmp", j)``) and Python numbers.  ``fused(chain,
 kernel)`` makes the Op class that runs it.  Its forward calls ``kernel(B, arrays)`` (code generated for
-the whole chain, see ``namedtensor/compiler/codegen.py``) where the compiler made one for this backend,
+the whole chain, see ``namedtensor/compiler/formulas.py``) where the compiler made one for this backend,
 or else runs each member's own forward on the raw arrays, one after another.  Either way the names,
 dtypes and values are the members' own: the name rule of the fused op is that its outputs carry the
 names the members gave them.
 
-The backward recomputes instead of storing: the node saves only the chain's inputs, and its backward
-runs the members again as ops (so each records its own node) and then calls the members' backward
-functions in reverse order, passing gradients along the chain.  The intermediate values live only
+The backward recomputes instead of storing: the node saves only the chain's inputs.  Where the compiler
+generated a backward kernel for the backend (the chain's backward, written from the same formulas) and no
+graph of the gradient is wanted, one pass over the inputs and the outputs' gradients gives every input's
+gradient.  Otherwise the backward runs the members again as ops (so each records its own node) and
+then calls the members' backward functions in reverse order, passing gradients along the chain.  The intermediate values live only
 during that backward, and since the members' backward functions are written with tensor ops, a
 gradient taken with ``create_graph=True`` is differentiable again: in grad mode the recomputation runs
 on the saved inputs themselves, so the new graph reaches back into their history.
@@ -20,9 +22,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
+from .. import _names
 from ..autograd.graph import Op, apply
 from ..autograd.mode import enable_grad, is_grad_enabled
 from ..tensor import Tensor
+from ._common import sum_to
 
 __all__ = ["Member", "Chain", "fused"]
 
@@ -99,11 +103,30 @@ def _backward(chain: Chain, node, grads) -> tuple:
     return tuple(pending.get(("in", k)) for k in range(len(saved)))
 
 
-def fused(chain: Chain, kernels: Optional[Dict[str, Callable]] = None) -> type:
+def _kernel_backward(node, grads, kernel: Callable) -> tuple:
+    """The gradients from a generated backward kernel: one array per input at the outputs' shape, summed
+    to the input's shape where it was broadcast."""
+    saved = node.saved_tensors()
+    B = node.B
+    full = kernel(B, [x._data for x in saved], [g._data for g in grads])
+    out = []
+    for k, g in enumerate(full):
+        if g is None or node.edges[k] is None:
+            out.append(None)
+        else:
+            out.append(sum_to(Tensor._make(g, _names.unnamed(len(g.shape)), B), node.in_shapes[k], node.in_names[k]))
+    return tuple(out)
+
+
+def fused(chain: Chain, kernels: Optional[Dict[str, Callable]] = None,
+          backward_kernels: Optional[Dict[str, Callable]] = None) -> type:
     """The Op class that runs ``chain`` (one output per entry of ``chain.outputs``).  ``kernels`` maps a
     backend's name to ``kernel(B, arrays) -> tuple of arrays`` computing the same outputs; backends
-    without one run the members' forwards."""
+    without one run the members' forwards.  ``backward_kernels`` maps a backend's name to
+    ``kernel(B, input arrays, output gradients) -> one gradient array or None per input``, which the
+    backward runs when it builds no graph (else it recomputes through the members' own backwards)."""
     kernels = dict(kernels or {})
+    backward_kernels = dict(backward_kernels or {})
     n_in = 1 + max((a[1] for m in chain.members for a in m.args if _is_ref(a) and a[0] == "in"), default=-1)
 
     def forward(B, *arrays):
@@ -112,11 +135,16 @@ def fused(chain: Chain, kernels: Optional[Dict[str, Callable]] = None) -> type:
         return outs if len(outs) > 1 else outs[0]
 
     def backward(node, *grads):
+        if not is_grad_enabled():
+            kernel = backward_kernels.get(node.B.name)
+            if kernel is not None:
+                return _kernel_backward(node, grads, kernel)
         return _backward(chain, node, grads)
 
     return type("_Fused", (Op,), {
         "name": f"fused[{chain.label()}]", "saves": tuple(range(n_in)), "n_outputs": len(chain.outputs),
         "differentiable": any(m.op.differentiable for m in chain.members),
         "complex_grad": all(m.op.complex_grad for m in chain.members), "chain": chain, "kernels": kernels,
+        "backward_kernels": backward_kernels,
         "forward": staticmethod(forward), "backward": staticmethod(backward),
     })

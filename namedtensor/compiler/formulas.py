@@ -1,0 +1,251 @@
+"""The scalar formulas of fused elementwise chains, forward and backward, for every code generator.
+
+:data:`SCALAR` gives, for each elementwise op the code generators know (by its Op class), the value of
+one element from its operands' texts; :data:`GRAD` gives the gradient of each operand from the
+operands, the result ``t`` and the result's gradient ``g``, as the op's own backward computes it.  The
+texts are Python expressions (Numba compiles them as they are; cuda_codegen.py turns them into C).
+
+:func:`forward` writes a chain as statements ``(variable, dtype, expression)``: each member's result
+``t{j}`` from the chain's inputs ``x{k}`` and earlier results, converted to the dtype the trace
+recorded, Python numbers typed as NumPy 2 types them next to a tensor (weak scalars), so a kernel
+computes in the dtypes an eager run does.  :func:`backward` writes the chain's backward: it recomputes
+the results, then takes the gradients ``go{k}`` of the chain's outputs back through the members in
+reverse order, summing what each value receives, to the gradient of each input (None for an input
+that no differentiable member reads, whose gradient eagerly is None too).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..ops.fusion import Chain
+from .ir import Value
+
+__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+
+FLOATS = ("float32", "float64")
+Statement = Tuple[str, str, str]  # (variable, dtype, expression)
+_SQRT1_2 = repr(1 / math.sqrt(2.0))
+_GELU_C = repr(math.sqrt(2.0 / math.pi))
+_TWO_OVER_SQRT_PI = repr(2.0 / math.sqrt(math.pi))
+_INV_SQRT_2PI = repr(1.0 / math.sqrt(2.0 * math.pi))
+
+
+def _nan_max(a: str, b: str) -> str:
+    # NumPy's maximum: a NaN on either side wins
+    return f"({a} if ({a} >= {b} or {a} != {a}) else {b})"
+
+
+def _nan_min(a: str, b: str) -> str:
+    return f"({a} if ({a} <= {b} or {a} != {a}) else {b})"
+
+
+def _sigmoid(x: str) -> str:
+    return f"(1.0 / (1.0 + exp(-{x})) if {x} >= 0 else exp({x}) / (1.0 + exp({x})))"
+
+
+def _clip(a: List[str], p: Dict[str, Any]) -> str:
+    x = a[0]
+    if p.get("min") is not None:
+        x = _nan_max(x, "LO")
+    if p.get("max") is not None:
+        x = _nan_min(x, "HI")
+    return x
+
+
+def _clip_grad(a: List[str], t: str, g: str, p: Dict[str, Any]) -> List[Optional[str]]:
+    inside = [f"{a[0]} >= LO" if p.get("min") is not None else "", f"{a[0]} <= HI" if p.get("max") is not None else ""]
+    return [f"({g} if ({' and '.join(c for c in inside if c)}) else 0.0)"]
+
+
+def _sign(x: str) -> str:
+    # NumPy's sign: NaN stays NaN
+    return f"({x} if {x} != {x} else (1.0 if {x} > 0 else (-1.0 if {x} < 0 else 0.0)))"
+
+
+def _gelu_tanh_grad(x: str, g: str) -> str:
+    inner = f"tanh(({x} + 0.044715 * {x} * {x} * {x}) * {_GELU_C})"
+    slope = f"((1.0 + 0.134145 * {x} * {x}) * {_GELU_C})"
+    return f"({g} * (0.5 * (1.0 + {inner}) + 0.5 * {x} * (1.0 - {inner} * {inner}) * {slope}))"
+
+
+#: Op class name -> the formula of one element from its operands' texts and the op's params
+SCALAR: Dict[str, Callable[[List[str], Dict[str, Any]], str]] = {
+    "_Add": lambda a, p: f"({a[0]} + {a[1]})",
+    "_Sub": lambda a, p: f"({a[0]} - {a[1]})",
+    "_Mul": lambda a, p: f"({a[0]} * {a[1]})",
+    "_Div": lambda a, p: f"({a[0]} / {a[1]})",
+    "_Neg": lambda a, p: f"(-{a[0]})",
+    "_Abs": lambda a, p: f"fabs({a[0]})",
+    "_Square": lambda a, p: f"({a[0]} * {a[0]})",
+    "_Reciprocal": lambda a, p: f"(1.0 / {a[0]})",
+    "_Exp": lambda a, p: f"exp({a[0]})",
+    "_Expm1": lambda a, p: f"expm1({a[0]})",
+    "_Log": lambda a, p: f"log({a[0]})",
+    "_Log1P": lambda a, p: f"log1p({a[0]})",
+    "_Sqrt": lambda a, p: f"sqrt({a[0]})",
+    "_Rsqrt": lambda a, p: f"(1.0 / sqrt({a[0]}))",
+    "_Sin": lambda a, p: f"sin({a[0]})",
+    "_Cos": lambda a, p: f"cos({a[0]})",
+    "_Tanh": lambda a, p: f"tanh({a[0]})",
+    "_Erf": lambda a, p: f"erf({a[0]})",
+    "_Sigmoid": lambda a, p: _sigmoid(a[0]),
+    "_Relu": lambda a, p: f"({a[0]} if not ({a[0]} < 0) else 0.0)",
+    "_Silu": lambda a, p: f"({a[0]} * {_sigmoid(a[0])})",
+    "_Softplus": lambda a, p: f"(log1p(exp(-fabs({a[0]}))) + {_nan_max(a[0], '0.0')})",
+    "_Gelu": lambda a, p: f"(0.5 * {a[0]} * (1.0 + erf({a[0]} * {_SQRT1_2})))",
+    "_GeluTanh": lambda a, p: (f"(0.5 * {a[0]} * (1.0 + tanh({_GELU_C} * ({a[0]} + 0.044715 * {a[0]} * {a[0]} "
+                               f"* {a[0]}))))"),
+    "_Maximum": lambda a, p: _nan_max(a[0], a[1]),
+    "_Minimum": lambda a, p: _nan_min(a[0], a[1]),
+    "_Pow": lambda a, p: f"pow({a[0]}, {a[1]})",
+    "_Where": lambda a, p: f"({a[1]} if {a[0]} else {a[2]})",
+    "_Clip": _clip,
+    "_Eq": lambda a, p: f"({a[0]} == {a[1]})",
+    "_Ne": lambda a, p: f"({a[0]} != {a[1]})",
+    "_Lt": lambda a, p: f"({a[0]} < {a[1]})",
+    "_Le": lambda a, p: f"({a[0]} <= {a[1]})",
+    "_Gt": lambda a, p: f"({a[0]} > {a[1]})",
+    "_Ge": lambda a, p: f"({a[0]} >= {a[1]})",
+}
+
+#: Op class name -> the gradient of each operand (None: none) from the operands' texts ``a``, the
+#: result ``t``, the result's gradient ``g`` and the params; the comparisons have none.  (``x ** 0`` is
+#: constant: its gradient is 0, also at 0, as eagerly.)
+GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[str]]]] = {
+    "_Add": lambda a, t, g, p: [g, g],
+    "_Sub": lambda a, t, g, p: [g, f"(-{g})"],
+    "_Mul": lambda a, t, g, p: [f"({g} * {a[1]})", f"({g} * {a[0]})"],
+    "_Div": lambda a, t, g, p: [f"({g} / {a[1]})", f"(-{g} * ({t} / {a[1]}))"],
+    "_Neg": lambda a, t, g, p: [f"(-{g})"],
+    "_Abs": lambda a, t, g, p: [f"({g} * {_sign(a[0])})"],
+    "_Square": lambda a, t, g, p: [f"({g} * 2.0 * {a[0]})"],
+    "_Reciprocal": lambda a, t, g, p: [f"(-{g} * ({t} * {t}))"],
+    "_Exp": lambda a, t, g, p: [f"({g} * {t})"],
+    "_Expm1": lambda a, t, g, p: [f"({g} * ({t} + 1.0))"],
+    "_Log": lambda a, t, g, p: [f"({g} / {a[0]})"],
+    "_Log1P": lambda a, t, g, p: [f"({g} / ({a[0]} + 1.0))"],
+    "_Sqrt": lambda a, t, g, p: [f"({g} * 0.5 / {t})"],
+    "_Rsqrt": lambda a, t, g, p: [f"({g} * -0.5 * {t} * {t} * {t})"],
+    "_Sin": lambda a, t, g, p: [f"({g} * cos({a[0]}))"],
+    "_Cos": lambda a, t, g, p: [f"(-{g} * sin({a[0]}))"],
+    "_Tanh": lambda a, t, g, p: [f"({g} * (1.0 - {t} * {t}))"],
+    "_Erf": lambda a, t, g, p: [f"({g} * exp(-({a[0]} * {a[0]})) * {_TWO_OVER_SQRT_PI})"],
+    "_Sigmoid": lambda a, t, g, p: [f"({g} * {t} * (1.0 - {t}))"],
+    "_Relu": lambda a, t, g, p: [f"({g} if {a[0]} > 0 else 0.0)"],
+    "_Silu": lambda a, t, g, p: [f"({g} * {_sigmoid(a[0])} * (1.0 + {a[0]} * (1.0 - {_sigmoid(a[0])})))"],
+    "_Softplus": lambda a, t, g, p: [f"({g} * {_sigmoid(a[0])})"],
+    "_Gelu": lambda a, t, g, p: [f"({g} * (0.5 * (1.0 + erf({a[0]} * {_SQRT1_2})) + {a[0]} * exp(-0.5 * {a[0]} "
+                                 f"* {a[0]}) * {_INV_SQRT_2PI}))"],
+    "_GeluTanh": lambda a, t, g, p: [_gelu_tanh_grad(a[0], g)],
+    "_Maximum": lambda a, t, g, p: [f"({g} if {a[0]} > {a[1]} else (0.5 * {g} if {a[0]} == {a[1]} else 0.0))",
+                                    f"({g} if not ({a[0]} > {a[1]} or {a[0]} == {a[1]}) else "
+                                    f"(0.5 * {g} if {a[0]} == {a[1]} else 0.0))"],
+    "_Minimum": lambda a, t, g, p: [f"({g} if {a[0]} < {a[1]} else (0.5 * {g} if {a[0]} == {a[1]} else 0.0))",
+                                    f"({g} if not ({a[0]} < {a[1]} or {a[0]} == {a[1]}) else "
+                                    f"(0.5 * {g} if {a[0]} == {a[1]} else 0.0))"],
+    "_Pow": lambda a, t, g, p: ["0.0" if a[1].endswith("(0.0)") else f"({g} * {a[1]} * pow({a[0]}, {a[1]} - 1.0))",
+                                f"({g} * {t} * log({a[0]}) if {a[0]} > 0 else 0.0)"],
+    "_Where": lambda a, t, g, p: [None, f"({g} if {a[0]} else 0.0)", f"(0.0 if {a[0]} else {g})"],
+    "_Clip": _clip_grad,
+}
+
+#: the formulas that compile to vector instructions on the CPU (arithmetic, comparisons, selections and
+#: square roots); the others call the C library's exp, erf, tanh... one element at a time, several times
+#: slower than NumPy's vectorized loops, so a chain that uses one gets no CPU kernel
+ARITHMETIC = frozenset({"_Add", "_Sub", "_Mul", "_Div", "_Neg", "_Abs", "_Square", "_Reciprocal", "_Sqrt", "_Rsqrt",
+                        "_Relu", "_Maximum", "_Minimum", "_Where", "_Clip", "_Eq", "_Ne", "_Lt", "_Le", "_Gt", "_Ge"})
+
+#: the modules whose Op classes the tables name (a class of the same name elsewhere is another op)
+_MODULES = ("namedtensor.ops.elementwise",)
+
+#: numbers in params that become typed constants of the kernel
+_PARAM_CONSTANTS = {"_Clip": (("min", "LO"), ("max", "HI"))}
+
+
+def scalar_op(op: type) -> bool:
+    """Whether the code generators have a formula for ``op``."""
+    return op.__name__ in SCALAR and op.__module__ in _MODULES
+
+
+def fusible_dtypes(values: Sequence[Value]) -> bool:
+    return all(v.dtype in FLOATS or v.dtype == "bool" for v in values)
+
+
+def chain_dtypes(chain: Chain) -> Tuple[str, ...]:
+    """Each member's result dtype."""
+    return tuple(m.dtype for m in chain.members)
+
+
+def _literal(v: Any, dtype: str) -> str:
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    return f"{dtype}({float(v)!r})"
+
+
+def _is_ref(a: Any) -> bool:
+    return isinstance(a, tuple) and len(a) == 2 and a[0] in ("in", "tmp")
+
+
+def _member_texts(chain: Chain, j: int, in_dtypes: Sequence[str]) -> Tuple[List[str], str]:
+    """Member ``j``'s operands as texts, and the dtype its Python numbers take (its first non-bool tensor
+    operand's, else its result's)."""
+    m = chain.members[j]
+    dtypes = chain_dtypes(chain)
+
+    def dtype_of(a) -> str:
+        return in_dtypes[a[1]] if a[0] == "in" else dtypes[a[1]]
+
+    number_dtype = next((dtype_of(a) for a in m.args if _is_ref(a) and dtype_of(a) != "bool"), dtypes[j])
+    texts = [(f"x{a[1]}" if a[0] == "in" else f"t{a[1]}") if _is_ref(a) else _literal(a, number_dtype)
+             for a in m.args]
+    return texts, number_dtype
+
+
+def _with_params(expr: str, chain: Chain, j: int, number_dtype: str) -> str:
+    m = chain.members[j]
+    for param, name in _PARAM_CONSTANTS.get(m.op.__name__, ()):
+        value = m.params.get(param)
+        if value is not None:
+            expr = expr.replace(name, _literal(value, number_dtype))
+    return expr
+
+
+def forward(chain: Chain, in_dtypes: Sequence[str]) -> Tuple[List[Statement], List[str]]:
+    """The chain's statements, and the variables of its outputs."""
+    dtypes = chain_dtypes(chain)
+    lines = []
+    for j, m in enumerate(chain.members):
+        texts, number_dtype = _member_texts(chain, j, in_dtypes)
+        lines.append((f"t{j}", dtypes[j], _with_params(SCALAR[m.op.__name__](texts, m.params), chain, j, number_dtype)))
+    return lines, [f"t{j}" for j in chain.outputs]
+
+
+def backward(chain: Chain, in_dtypes: Sequence[str]) -> Tuple[List[Statement], List[Optional[str]]]:
+    """The statements of the chain's backward (reading ``x{k}`` and the outputs' gradients ``go{k}``),
+    and the variable of each input's gradient (None where it has none)."""
+    lines, _ = forward(chain, in_dtypes)
+    dtypes = chain_dtypes(chain)
+    received: Dict[Tuple[str, int], List[str]] = {}
+    for k, j in enumerate(chain.outputs):
+        if dtypes[j] in FLOATS:
+            received.setdefault(("tmp", j), []).append(f"go{k}")
+    for j in range(len(chain.members) - 1, -1, -1):
+        terms = received.pop(("tmp", j), None)
+        m = chain.members[j]
+        if not terms or m.op.__name__ not in GRAD:
+            continue
+        lines.append((f"g{j}", dtypes[j], " + ".join(terms)))
+        texts, number_dtype = _member_texts(chain, j, in_dtypes)
+        grads = GRAD[m.op.__name__](texts, f"t{j}", f"g{j}", m.params)
+        for a, ga in zip(m.args, grads):
+            if ga is not None and _is_ref(a) and (in_dtypes[a[1]] if a[0] == "in" else dtypes[a[1]]) in FLOATS:
+                received.setdefault(a, []).append(_with_params(ga, chain, j, number_dtype))
+    grads_of_inputs: List[Optional[str]] = []
+    for k, dtype in enumerate(in_dtypes):
+        terms = received.get(("in", k))
+        if terms:
+            lines.append((f"gx{k}", dtype, " + ".join(terms)))
+        grads_of_inputs.append(f"gx{k}" if terms else None)
+    return lines, grads_of_inputs

@@ -1,0 +1,179 @@
+"""CPU kernels of fused chains: the statements of formulas.py as Numba functions, cached on disk.
+
+A kernel loops over the output's rows, each split in chunks so that long rows are shared among threads
+too; a chunk is a slice indexed from 0, the form LLVM vectorizes.  The inputs come broadcast to the
+output's shape (NumPy's views with zero strides), so one kernel serves every broadcast.  Each kernel
+exists twice, serial and parallel: outputs smaller than ``_PARALLEL_FROM`` elements run on one thread
+(starting threads costs more), larger ones on ``nt.get_num_threads()``.
+
+Only chains of formulas that vectorize get a kernel (formulas.ARITHMETIC): a call of the C library's exp
+or erf per element is several times slower than NumPy's vectorized loops, so such chains run their
+members' forwards on NumPy, still without the eager per-op overhead.
+
+The source goes to a file under :func:`cache_dir` named by its hash, and Numba caches its machine code
+beside it (``cache=True``), so a second process loads the kernels compiled by the first.  Without Numba
+(the ``jit`` extra) there are no CPU kernels: :func:`numba_available` says so once, and fused ops run
+their members one by one on NumPy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from .. import _dtypes
+from ..backends import get_num_threads
+from ..ops.fusion import Chain
+from . import formulas
+from .ir import Value
+
+__all__ = ["numba_available", "cache_dir", "vectorizes", "forward_kernel", "backward_kernel"]
+
+_NUMBA: Dict[str, Any] = {}
+_CHUNK = 2048  # elements of a row per task
+_PARALLEL_FROM = 1 << 15
+_HEAD = ["import numpy as np", "from math import exp, expm1, log, log1p, sqrt, sin, cos, tanh, erf, fabs, pow",
+         "from numpy import float32, float64", "from numba import njit, prange", ""]
+
+
+def numba_available() -> bool:
+    """Whether Numba can be imported; without it, says once (a warning) that fused kernels need it."""
+    if "module" not in _NUMBA:
+        try:
+            import numba
+        except ImportError:
+            _NUMBA["module"] = None
+            warnings.warn("nt.compile: fused CPU kernels need Numba (pip install 'named-tensors[jit]'); the "
+                          "compiled graphs run their fused groups op by op on NumPy meanwhile.", stacklevel=4)
+            return False
+        _NUMBA["module"] = numba
+    return _NUMBA["module"] is not None
+
+
+def cache_dir() -> Path:
+    """Where generated kernels and Numba's cache of their machine code live (``NAMEDTENSOR_CACHE_DIR``,
+    else ``~/.cache/namedtensor``)."""
+    root = os.environ.get("NAMEDTENSOR_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "namedtensor")
+    path = Path(root) / "kernels"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _source(ins: List[str], outs: List[str], lines: List[formulas.Statement], results: List[str], ndim: int) -> str:
+    """Two Numba functions (``parallel``, ``serial``) of the arrays ``a_<name>`` of ``ins`` then ``outs``
+    (all of the output's shape), computing ``lines`` per element (an input's element is its name) and
+    writing ``results[k]`` into the array of ``outs[k]``."""
+    lead = [f"i{d}" for d in range(ndim - 1)]
+    body = ["    rows = 1"]
+    body += [f"    rows *= a_{outs[0]}.shape[{d}]" for d in range(ndim - 1)]
+    body += [f"    cols = a_{outs[0]}.shape[{ndim - 1}]",
+             f"    chunks = (cols + {_CHUNK} - 1) // {_CHUNK}",
+             "    for task in prange(rows * chunks):",
+             "        r = task // chunks",
+             f"        c0 = (task % chunks) * {_CHUNK}",
+             f"        n = min({_CHUNK}, cols - c0)"]
+    for d in range(ndim - 2, -1, -1):
+        body += [f"        {lead[d]} = r % a_{outs[0]}.shape[{d}]", f"        r //= a_{outs[0]}.shape[{d}]"]
+    index = ", ".join(lead + ["c0:c0 + n"])
+    body += [f"        s_{name} = a_{name}[{index}]" for name in ins + outs]
+    body.append("        for c in range(n):")
+    body += [f"            {name} = s_{name}[c]" for name in ins]
+    body += [f"            {var} = {expr if dtype == 'bool' else f'{dtype}({expr})'}" for var, dtype, expr in lines]
+    body += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
+    args = ", ".join(f"a_{name}" for name in ins + outs)
+    kernels = []
+    for name, parallel in (("parallel", True), ("serial", False)):
+        kernels.append(f"@njit(parallel={parallel}, cache=True, nogil=True, error_model='numpy')")
+        kernels.append(f"def {name}({args}):")
+        kernels.extend(body if parallel else [line.replace("prange(", "range(") for line in body])
+        kernels.append("")
+    return "\n".join(_HEAD + kernels)
+
+
+def _load(source: str):
+    digest = hashlib.sha1(source.encode()).hexdigest()[:20]
+    name = f"nt_kernel_{digest}"
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    path = cache_dir() / f"{name}.py"
+    if not path.exists() or path.read_text() != source:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
+def _runner(module, shape, out_dtypes: List[str]) -> Callable:
+    """``run(B, arrays) -> outputs`` calling the module's kernels on ``arrays`` broadcast to ``shape``."""
+    from numba import config, get_num_threads as numba_threads, set_num_threads as set_numba_threads
+
+    parallel, serial = module.parallel, module.serial
+    full = shape if shape else (1,)
+    dtypes = [_dtypes.as_dtype(d) for d in out_dtypes]
+    big = math.prod(full) >= _PARALLEL_FROM
+
+    def run(B, arrays):
+        xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
+        outs = [B.empty(full, dtype=B.native(d)) for d in dtypes]
+        if big:
+            n = min(get_num_threads(), config.NUMBA_NUM_THREADS)
+            if numba_threads() != n:
+                set_numba_threads(n)
+            parallel(*xs, *outs)
+        else:
+            serial(*xs, *outs)
+        return tuple(B.reshape(o, shape) for o in outs)
+
+    return run
+
+
+def vectorizes(chain: Chain) -> bool:
+    """Whether every member's formula compiles to vector instructions (formulas.ARITHMETIC)."""
+    return all(m.op.__name__ in formulas.ARITHMETIC for m in chain.members)
+
+
+def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
+    """``kernel(B, arrays) -> outputs`` computing ``chain`` on the NumPy backend; None without Numba or
+    for a chain whose kernel would be slower than NumPy's loops (see formulas.ARITHMETIC)."""
+    if not vectorizes(chain) or not numba_available():
+        return None
+    in_dtypes = [v.dtype for v in inputs]
+    lines, results = formulas.forward(chain, in_dtypes)
+    shape = tuple(outputs[0].shape)
+    ins, outs = [f"x{k}" for k in range(len(inputs))], [f"o{k}" for k in range(len(outputs))]
+    module = _load(_source(ins, outs, lines, results, max(len(shape), 1)))
+    return _runner(module, shape, [v.dtype for v in outputs])
+
+
+def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
+    """``kernel(B, input arrays, output gradients) -> one gradient per input`` (at the outputs' shape;
+    None for an input without one) on the NumPy backend, or None as for :func:`forward_kernel`."""
+    if not vectorizes(chain) or not numba_available():
+        return None
+    in_dtypes = [v.dtype for v in inputs]
+    lines, grads = formulas.backward(chain, in_dtypes)
+    wanted = [k for k, g in enumerate(grads) if g is not None]
+    if not wanted:
+        return None
+    shape = tuple(outputs[0].shape)
+    ins = [f"x{k}" for k in range(len(inputs))] + [f"go{k}" for k in range(len(outputs))]
+    outs = [f"o{k}" for k in wanted]
+    module = _load(_source(ins, outs, lines, [grads[k] for k in wanted], max(len(shape), 1)))
+    run = _runner(module, shape, [in_dtypes[k] for k in wanted])
+
+    def kernel(B, arrays, out_grads):
+        computed = iter(run(B, [*arrays, *out_grads]))
+        return [next(computed) if g is not None else None for g in grads]
+
+    return kernel
