@@ -345,3 +345,37 @@ def test_a_loss_counts_the_targets_of_each_call(weighted):
         assert_close(nt.grad(got, z)[0], nt.grad(want, z)[0], rtol=1e-12, atol=1e-12)
     assert len(cf.cache) == 1
     assert ("computed(" in cf.explain()) == weighted
+
+
+def test_the_vectorized_math_of_cpu_kernels_is_accurate():
+    numba = pytest.importorskip("numba")
+    from scipy.special import erf
+
+    from namedtensor.compiler import numba_math
+
+    @numba.njit(error_model="numpy")
+    def each(fn_index, a, out):  # the kernels' own error model
+        for i in range(a.shape[0]):
+            out[i] = numba_math.exp(a[i]) if fn_index == 0 else numba_math.tanh(a[i]) if fn_index == 1 \
+                else numba_math.erf32(a[i])
+
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-300, -1e-12, 5e-324])
+    x = np.concatenate([np.linspace(-745, 709, 100001), np.linspace(-30, 30, 100001), specials])
+    out = np.empty_like(x)
+    each(0, x, out)
+    want = np.exp(x)
+    normal = np.isfinite(want) & (want > 1e-300)
+    assert np.max(np.abs(out[normal] - want[normal]) / want[normal]) < 4e-16
+    np.testing.assert_allclose(out[~normal & np.isfinite(want)], want[~normal & np.isfinite(want)], rtol=1e-13, atol=0)
+    np.testing.assert_array_equal(out[-8:], want[-8:])
+    each(1, x, out)
+    want = np.tanh(x)
+    nonzero = np.isfinite(want) & (want != 0)
+    assert np.max(np.abs(out[nonzero] - want[nonzero]) / np.abs(want[nonzero])) < 2e-14
+    np.testing.assert_array_equal(out[-8:-2], want[-8:-2])
+    x32 = np.concatenate([np.linspace(-6, 6, 200001), specials[:5]]).astype(np.float32).astype(np.float64)
+    out32 = np.empty_like(x32)
+    each(2, x32, out32)
+    want = erf(x32)
+    assert np.nanmax(np.abs(out32 - want)) < 2e-7  # about 1 float32 ulp near 1
+    np.testing.assert_array_equal(out32[-5:], want[-5:])

@@ -31,18 +31,20 @@ __all__ = ["compile", "CompiledFunction"]
 def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
     """Which nodes a graph on ``backend`` fuses (None: none): those whose chains get a generated kernel
     there, since a fused op without one would only add the recomputation of its backward.  CuPy: every
-    formula; NumPy, with Numba: the formulas that vectorize (formulas.ARITHMETIC); other backends none."""
+    formula; NumPy, with Numba: the formulas that vectorize (formulas.vectorizes); other backends none."""
     if backend == "cupy":
-        formulas_here = frozenset(formulas.SCALAR)
+        def here(name: str, values) -> bool:
+            return True
     elif backend == "numpy" and numba_codegen.numba_available():
-        formulas_here = formulas.ARITHMETIC
+        def here(name: str, values) -> bool:
+            return formulas.vectorizes([name], [v.dtype for v in values])
     else:
         return None
 
     def fusible(n: Node) -> bool:
-        return (len(n.outputs) == 1 and formulas.scalar_op(n.op) and n.op.__name__ in formulas_here
-                and formulas.fusible_dtypes([*n.outputs, *(a for a in n.args if isinstance(a, Value))])
-                and all(isinstance(a, (Value, bool, int, float)) for a in n.args))
+        values = [*n.outputs, *(a for a in n.args if isinstance(a, Value))]
+        return (len(n.outputs) == 1 and formulas.scalar_op(n.op) and formulas.fusible_dtypes(values)
+                and here(n.op.__name__, values) and all(isinstance(a, (Value, bool, int, float)) for a in n.args))
 
     return fusible
 
@@ -135,8 +137,10 @@ class CompiledFunction:
             self.fallbacks[key] = str(e)
             return None
         tensors = [x for x in leaves if isinstance(x, Tensor)]
-        fusible = fusible_on((backend_of(tensors[0]) if tensors else cpu()).name) if self.fuse else None
-        report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(g, fusible, _kernels))
+        backend = (backend_of(tensors[0]) if tensors else cpu()).name
+        fusible = fusible_on(backend) if self.fuse else None
+        alone = (lambda n: n.op.__name__ in formulas.COMPOSITE) if backend == "numpy" else (lambda n: False)
+        report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(g, fusible, _kernels, alone))
         program = self.cache[key] = build(graph, report)
         return program
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..ops.fusion import Chain
 from .ir import Value
 
-__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
 Statement = Tuple[str, str, str]  # (variable, dtype, expression)
@@ -151,11 +151,26 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
     "_Clip": _clip_grad,
 }
 
-#: the formulas that compile to vector instructions on the CPU (arithmetic, comparisons, selections and
-#: square roots); the others call the C library's exp, erf, tanh... one element at a time, several times
-#: slower than NumPy's vectorized loops, so a chain that uses one gets no CPU kernel
+#: the formulas that compile to vector instructions on the CPU: arithmetic, comparisons, selections,
+#: square roots, and exp and tanh (numba_math.py), forward and backward; the others call the C library
+#: (log, sin, pow...) one element at a time, several times slower than NumPy's vectorized loops, so a
+#: chain that uses one gets no CPU kernel
 ARITHMETIC = frozenset({"_Add", "_Sub", "_Mul", "_Div", "_Neg", "_Abs", "_Square", "_Reciprocal", "_Sqrt", "_Rsqrt",
-                        "_Relu", "_Maximum", "_Minimum", "_Where", "_Clip", "_Eq", "_Ne", "_Lt", "_Le", "_Gt", "_Ge"})
+                        "_Relu", "_Maximum", "_Minimum", "_Where", "_Clip", "_Eq", "_Ne", "_Lt", "_Le", "_Gt", "_Ge",
+                        "_Exp", "_Tanh", "_Sigmoid", "_Silu"})
+#: and those that do in float32 chains (numba_math.erf32 is exact to float32's precision only)
+FLOAT32_ONLY = frozenset({"_Erf", "_Gelu", "_GeluTanh"})
+
+
+#: the formulas whose eager form takes several passes over memory or a slow loop (erf's), so that even
+#: alone, one generated CPU kernel is faster than the eager op
+COMPOSITE = frozenset({"_Gelu", "_GeluTanh", "_Erf", "_Sigmoid", "_Silu"})
+
+
+def vectorizes(op_names: Sequence[str], dtypes: Sequence[str]) -> bool:
+    """Whether formulas ``op_names`` computing in ``dtypes`` all vectorize on the CPU."""
+    single = all(d in ("float32", "bool") for d in dtypes)
+    return all(n in ARITHMETIC or (single and n in FLOAT32_ONLY) for n in op_names)
 
 #: the modules whose Op classes the tables name (a class of the same name elsewhere is another op)
 _MODULES = ("namedtensor.ops.elementwise",)

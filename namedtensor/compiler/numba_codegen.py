@@ -6,9 +6,9 @@ output's shape (NumPy's views with zero strides), so one kernel serves every bro
 exists twice, serial and parallel: outputs smaller than ``_PARALLEL_FROM`` elements run on one thread
 (starting threads costs more), larger ones on ``nt.get_num_threads()``.
 
-Only chains of formulas that vectorize get a kernel (formulas.ARITHMETIC): a call of the C library's exp
-or erf per element is several times slower than NumPy's vectorized loops, so such chains run their
-members' forwards on NumPy, still without the eager per-op overhead.
+Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, tanh and erf come from
+numba_math.py): a call of the C library's log or sin per element is several times slower than NumPy's
+vectorized loops, so graphs leave such ops unfused.
 
 The source goes to a file under :func:`cache_dir` named by its hash, and Numba caches its machine code
 beside it (``cache=True``), so a second process loads the kernels compiled by the first.  Without Numba
@@ -38,8 +38,12 @@ __all__ = ["numba_available", "cache_dir", "vectorizes", "forward_kernel", "back
 _NUMBA: Dict[str, Any] = {}
 _CHUNK = 2048  # elements of a row per task
 _PARALLEL_FROM = 1 << 15
-_HEAD = ["import numpy as np", "from math import exp, expm1, log, log1p, sqrt, sin, cos, tanh, erf, fabs, pow",
-         "from numpy import float32, float64", "from numba import njit, prange", ""]
+_MATH = Path(__file__).with_name("numba_math.py")
+_HEAD = ["import numpy as np", "from math import expm1, log, log1p, sqrt, sin, cos, fabs, pow",
+         "from namedtensor.compiler.numba_math import exp, tanh, erf32 as erf",
+         "from numpy import float32, float64", "from numba import njit, prange",
+         # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
+         f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
 
 
 def numba_available() -> bool:
@@ -138,15 +142,16 @@ def _runner(module, shape, out_dtypes: List[str]) -> Callable:
     return run
 
 
-def vectorizes(chain: Chain) -> bool:
-    """Whether every member's formula compiles to vector instructions (formulas.ARITHMETIC)."""
-    return all(m.op.__name__ in formulas.ARITHMETIC for m in chain.members)
+def vectorizes(chain: Chain, inputs: Sequence[Value]) -> bool:
+    """Whether every member's formula compiles to vector instructions (formulas.vectorizes)."""
+    return formulas.vectorizes([m.op.__name__ for m in chain.members],
+                               [*formulas.chain_dtypes(chain), *(v.dtype for v in inputs)])
 
 
 def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
     """``kernel(B, arrays) -> outputs`` computing ``chain`` on the NumPy backend; None without Numba or
     for a chain whose kernel would be slower than NumPy's loops (see formulas.ARITHMETIC)."""
-    if not vectorizes(chain) or not numba_available():
+    if not vectorizes(chain, inputs) or not numba_available():
         return None
     in_dtypes = [v.dtype for v in inputs]
     lines, results = formulas.forward(chain, in_dtypes)
@@ -159,7 +164,7 @@ def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
 def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
     """``kernel(B, input arrays, output gradients) -> one gradient per input`` (at the outputs' shape;
     None for an input without one) on the NumPy backend, or None as for :func:`forward_kernel`."""
-    if not vectorizes(chain) or not numba_available():
+    if not vectorizes(chain, inputs) or not numba_available():
         return None
     in_dtypes = [v.dtype for v in inputs]
     lines, grads = formulas.backward(chain, in_dtypes)

@@ -125,10 +125,12 @@ def fold_constants(graph: Graph) -> int:
 # ----------------------------------------------------------------------------- fusion
 
 
-def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for: Callable) -> int:
-    """Replace each run of two or more consecutive ``fusible`` nodes whose outputs share one shape by one
-    node of a fused op; ``kernels_for(chain, inputs, outputs)`` gives its generated kernels, forward and
-    backward (two dicts by backend name).  Returns the number of groups made."""
+def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for: Callable,
+                     alone: Callable[[Node], bool] = lambda n: False) -> int:
+    """Replace each run of two or more consecutive ``fusible`` nodes whose outputs share one shape (or one
+    such node for which ``alone`` is true) by one node of a fused op; ``kernels_for(chain, inputs,
+    outputs)`` gives its generated kernels, forward and backward (two dicts by backend name).  Returns
+    the number of groups made."""
     readers: Dict[int, int] = {}
     for i, n in enumerate(graph.nodes):
         for v in n.values_read():
@@ -141,7 +143,7 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
 
     def close() -> None:
         nonlocal groups
-        if len(run) >= 2:
+        if len(run) >= 2 or (run and alone(run[0])):
             out.append(_fused_node(run, run_end, readers, returned, kernels_for))
             groups += 1
         else:
