@@ -1,10 +1,11 @@
 """CPU kernels of fused chains: the statements of formulas.py as Numba functions, cached on disk.
 
-A kernel loops over the output's rows, each split in chunks so that long rows are shared among threads
+A kernel loops over the output's rows, each split in chunks, so that long rows are shared among threads
 too; a chunk is a slice indexed from 0, the form LLVM vectorizes.  The inputs come broadcast to the
-output's shape (NumPy's views with zero strides), so one kernel serves every broadcast.  Each kernel
-exists twice, serial and parallel: outputs smaller than ``_PARALLEL_FROM`` elements run on one thread
-(starting threads costs more), larger ones on ``nt.get_num_threads()``.
+output's shape (NumPy's views with zero strides), so one kernel serves every broadcast.  The kernel
+takes a range of those tasks and releases the GIL: outputs smaller than ``_PARALLEL_FROM`` elements
+run on the calling thread (handing work to threads costs more), larger ones are split among
+``nt.get_num_threads()`` threads of a pool (Numba's own parallel loops would double the compile time).
 
 Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, tanh and erf come from
 numba_math.py): a call of the C library's log or sin per element is several times slower than NumPy's
@@ -41,7 +42,7 @@ _PARALLEL_FROM = 1 << 15
 _MATH = Path(__file__).with_name("numba_math.py")
 _HEAD = ["import numpy as np", "from math import expm1, log, log1p, sqrt, sin, cos, fabs, pow",
          "from namedtensor.compiler.numba_math import exp, tanh, erf32 as erf",
-         "from numpy import float32, float64", "from numba import njit, prange",
+         "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
 
@@ -70,18 +71,17 @@ def cache_dir() -> Path:
 
 
 def _source(ins: List[str], outs: List[str], lines: List[formulas.Statement], results: List[str], ndim: int) -> str:
-    """Two Numba functions (``parallel``, ``serial``) of the arrays ``a_<name>`` of ``ins`` then ``outs``
+    """A Numba function ``kernel(first, last, *arrays)`` of the arrays ``a_<name>`` of ``ins`` then ``outs``
     (all of the output's shape), computing ``lines`` per element (an input's element is its name) and
-    writing ``results[k]`` into the array of ``outs[k]``."""
+    writing ``results[k]`` into the array of ``outs[k]``, for the tasks ``first`` to ``last`` (a task is
+    a chunk of a row; :func:`tasks` counts them)."""
     lead = [f"i{d}" for d in range(ndim - 1)]
-    body = ["    rows = 1"]
-    body += [f"    rows *= a_{outs[0]}.shape[{d}]" for d in range(ndim - 1)]
-    body += [f"    cols = a_{outs[0]}.shape[{ndim - 1}]",
-             f"    chunks = (cols + {_CHUNK} - 1) // {_CHUNK}",
-             "    for task in prange(rows * chunks):",
-             "        r = task // chunks",
-             f"        c0 = (task % chunks) * {_CHUNK}",
-             f"        n = min({_CHUNK}, cols - c0)"]
+    body = [f"    cols = a_{outs[0]}.shape[{ndim - 1}]",
+            f"    chunks = (cols + {_CHUNK} - 1) // {_CHUNK}",
+            "    for task in range(first, last):",
+            "        r = task // chunks",
+            f"        c0 = (task % chunks) * {_CHUNK}",
+            f"        n = min({_CHUNK}, cols - c0)"]
     for d in range(ndim - 2, -1, -1):
         body += [f"        {lead[d]} = r % a_{outs[0]}.shape[{d}]", f"        r //= a_{outs[0]}.shape[{d}]"]
     index = ", ".join(lead + ["c0:c0 + n"])
@@ -90,14 +90,26 @@ def _source(ins: List[str], outs: List[str], lines: List[formulas.Statement], re
     body += [f"            {name} = s_{name}[c]" for name in ins]
     body += [f"            {var} = {expr if dtype == 'bool' else f'{dtype}({expr})'}" for var, dtype, expr in lines]
     body += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
-    args = ", ".join(f"a_{name}" for name in ins + outs)
-    kernels = []
-    for name, parallel in (("parallel", True), ("serial", False)):
-        kernels.append(f"@njit(parallel={parallel}, cache=True, nogil=True, error_model='numpy')")
-        kernels.append(f"def {name}({args}):")
-        kernels.extend(body if parallel else [line.replace("prange(", "range(") for line in body])
-        kernels.append("")
-    return "\n".join(_HEAD + kernels)
+    args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins + outs])
+    return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy')", f"def kernel({args}):", *body, ""])
+
+
+def tasks(shape) -> int:
+    """How many tasks (chunks of rows) a kernel's loop has for an output of ``shape`` (at least 1-D)."""
+    return math.prod(shape[:-1]) * -(-shape[-1] // _CHUNK)
+
+
+_POOL: Dict[int, Any] = {}
+
+
+def _pool(n: int):
+    """A pool of ``n - 1`` threads (the caller is the n-th), kept for the process."""
+    pool = _POOL.get(n)
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = _POOL[n] = ThreadPoolExecutor(n - 1, thread_name_prefix="nt-kernel")
+    return pool
 
 
 def _load(source: str):
@@ -119,24 +131,26 @@ def _load(source: str):
 
 
 def _runner(module, shape, out_dtypes: List[str]) -> Callable:
-    """``run(B, arrays) -> outputs`` calling the module's kernels on ``arrays`` broadcast to ``shape``."""
-    from numba import config, get_num_threads as numba_threads, set_num_threads as set_numba_threads
-
-    parallel, serial = module.parallel, module.serial
+    """``run(B, arrays) -> outputs`` calling the module's kernel on ``arrays`` broadcast to ``shape``: on
+    one thread for small outputs, else on ``nt.get_num_threads()`` (the kernel releases the GIL)."""
+    kernel = module.kernel
     full = shape if shape else (1,)
     dtypes = [_dtypes.as_dtype(d) for d in out_dtypes]
+    count = tasks(full)
     big = math.prod(full) >= _PARALLEL_FROM
 
     def run(B, arrays):
         xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
         outs = [B.empty(full, dtype=B.native(d)) for d in dtypes]
-        if big:
-            n = min(get_num_threads(), config.NUMBA_NUM_THREADS)
-            if numba_threads() != n:
-                set_numba_threads(n)
-            parallel(*xs, *outs)
+        n = min(get_num_threads(), count) if big else 1
+        if n <= 1:
+            kernel(0, count, *xs, *outs)
         else:
-            serial(*xs, *outs)
+            bounds = [count * k // n for k in range(n + 1)]
+            parts = [_pool(n).submit(kernel, bounds[k], bounds[k + 1], *xs, *outs) for k in range(1, n)]
+            kernel(bounds[0], bounds[1], *xs, *outs)
+            for p in parts:
+                p.result()
         return tuple(B.reshape(o, shape) for o in outs)
 
     return run
