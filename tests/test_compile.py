@@ -379,3 +379,29 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
     want = erf(x32)
     assert np.nanmax(np.abs(out32 - want)) < 2e-7  # about 1 float32 ulp near 1
     np.testing.assert_array_equal(out32[-5:], want[-5:])
+
+
+@pytest.mark.parametrize("reduce", ["sum last", "mean last two", "sum all", "mean keepdim", "sum first"])
+def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce):
+    pytest.importorskip("numba")
+    x = rnd(4, 6, 300, names=("a", "b", "c"), dtype="float64").requires_grad_()
+    w = rnd(300, names=("c",), seed=1, dtype="float64")
+    dims = {"sum last": ("c", False), "mean last two": (("b", "c"), False), "sum all": (None, False),
+            "mean keepdim": ("c", True), "sum first": ("a", False)}[reduce]
+    how = "mean" if reduce.startswith("mean") else "sum"
+
+    def fn(x, w):
+        h = nt.maximum(x * w - 0.25, 0.0) * (x + 1.0)
+        return getattr(h, how)(dims[0], keepdim=dims[1]) if dims[0] is not None else getattr(h, how)()
+
+    cf, got = compiled_quietly(fn, x, w)
+    want = fn(x, w)
+    assert got.names == want.names
+    assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert_close(nt.grad(got.sum(), x)[0], nt.grad(want.sum(), x)[0], rtol=1e-12, atol=1e-12)
+    ops = [n.op.name for n in program(cf).graph.nodes]
+    if reduce == "sum first":  # not the trailing dims: the reduction stays an op of its own
+        assert ops == ["fused[mul+sub+maximum+add+mul]", "sum"]
+    else:
+        assert ops == [f"fused[mul+sub+maximum+add+mul+{how}]"]
+        assert len(program(cf).graph.nodes[0].op.chain.outputs) == 1  # the product is never stored

@@ -49,13 +49,22 @@ def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
     return fusible
 
 
+def _absorbed(n: Node) -> bool:
+    """A sum or mean over the trailing dims of a float tensor, which a CPU kernel computes at a chain's end."""
+    x = n.args[0] if n.args else None
+    return (isinstance(x, Value) and x.dtype in formulas.FLOATS and n.outputs[0].dtype == x.dtype
+            and formulas.reduces_trailing(n.op, n.params, len(x.shape)))
+
+
 def _kernels(chain, inputs: List[Value], outputs: List[Value]) -> Tuple[Dict[str, Callable], Dict[str, Callable]]:
     """The generated kernels of a fused chain, forward and backward, by backend name."""
-    forward: Dict[str, Callable] = {"cupy": cuda_codegen.forward_kernel(chain, inputs, outputs)}
+    forward: Dict[str, Callable] = {}
     backward: Dict[str, Callable] = {}
-    gpu_backward = cuda_codegen.backward_kernel(chain, inputs, outputs)
-    if gpu_backward is not None:
-        backward["cupy"] = gpu_backward
+    if formulas.split_reduction(chain)[1] is None:  # reductions fuse on the CPU only, so far
+        forward["cupy"] = cuda_codegen.forward_kernel(chain, inputs, outputs)
+        gpu_backward = cuda_codegen.backward_kernel(chain, inputs, outputs)
+        if gpu_backward is not None:
+            backward["cupy"] = gpu_backward
     cpu = numba_codegen.forward_kernel(chain, inputs, outputs)
     if cpu is not None:
         forward["numpy"] = cpu
@@ -139,8 +148,10 @@ class CompiledFunction:
         tensors = [x for x in leaves if isinstance(x, Tensor)]
         backend = (backend_of(tensors[0]) if tensors else cpu()).name
         fusible = fusible_on(backend) if self.fuse else None
-        alone = (lambda n: n.op.__name__ in formulas.COMPOSITE) if backend == "numpy" else (lambda n: False)
-        report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(g, fusible, _kernels, alone))
+        cpu_kernels = fusible is not None and backend == "numpy"
+        report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(
+            g, fusible, _kernels, alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
+            absorbs=lambda n: cpu_kernels and _absorbed(n)))
         program = self.cache[key] = build(graph, report)
         return program
 

@@ -22,7 +22,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..ops.fusion import Chain
 from .ir import Value
 
-__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "REDUCTIONS", "reduces_trailing",
+           "split_reduction", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
 Statement = Tuple[str, str, str]  # (variable, dtype, expression)
@@ -177,6 +178,31 @@ _MODULES = ("namedtensor.ops.elementwise",)
 
 #: numbers in params that become typed constants of the kernel
 _PARAM_CONSTANTS = {"_Clip": (("min", "LO"), ("max", "HI"))}
+
+
+#: the reductions a CPU kernel computes at the end of a chain (over trailing dims), by Op class name
+REDUCTIONS = {"_Sum": "sum", "_Mean": "mean"}
+_REDUCTION_MODULE = "namedtensor.ops.reductions"
+
+
+def reduces_trailing(op: type, params: Dict[str, Any], ndim: int) -> bool:
+    """Whether ``op`` with ``params`` is a sum or mean over the last dims of an ``ndim``-dim input."""
+    if op.__name__ not in REDUCTIONS or op.__module__ != _REDUCTION_MODULE:
+        return False
+    axes = params.get("axes")
+    axes = tuple(range(ndim)) if axes is None else tuple(sorted(a % ndim for a in axes)) if ndim else ()
+    return bool(axes) and axes == tuple(range(ndim - len(axes), ndim))
+
+
+def split_reduction(chain: Chain) -> Tuple[Chain, Optional[str], int]:
+    """``(elementwise part, "sum"/"mean" or None, number of trailing dims reduced)`` of a chain that may
+    end in a reduction (passes.fuse_elementwise puts one only last, reading the member before it)."""
+    last = chain.members[-1]
+    kind = REDUCTIONS.get(last.op.__name__) if last.op.__module__ == _REDUCTION_MODULE else None
+    if kind is None:
+        return chain, None, 0
+    axes = last.params.get("axes")
+    return Chain(chain.members[:-1], (len(chain.members) - 2,)), kind, -1 if axes is None else len(axes)
 
 
 def scalar_op(op: type) -> bool:

@@ -94,6 +94,104 @@ def _source(ins: List[str], outs: List[str], lines: List[formulas.Statement], re
     return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy')", f"def kernel({args}):", *body, ""])
 
 
+def _reduce_source(ins: List[str], lines: List[formulas.Statement], result: str, dtype: str, ndim: int, k: int,
+                   mean: bool) -> str:
+    """``kernel(first, last, *input arrays, out)``: for each output element ``first`` to ``last`` (the flat
+    index over the first ``ndim - k`` dims), the sum (or mean) of ``result`` over the last ``k`` dims,
+    accumulated in float64.  Reassociating the sum lets LLVM vectorize it."""
+    lead = [f"i{d}" for d in range(ndim - k)]
+    trail = [f"j{d}" for d in range(k - 1)]
+    shape = f"a_{ins[0]}.shape"
+    body = ["    for task in range(first, last):", "        r = task"]
+    for d in range(ndim - k - 1, -1, -1):
+        body += [f"        {lead[d]} = r % {shape}[{d}]", f"        r //= {shape}[{d}]"]
+    body.append("        acc = 0.0")
+    depth = 8
+    for d, j in enumerate(trail):
+        body.append(" " * depth + f"for {j} in range({shape}[{ndim - k + d}]):")
+        depth += 4
+    pad = " " * depth
+    index = ", ".join(lead + trail + [":"])
+    body += [f"{pad}s_{name} = a_{name}[{index}]" for name in ins]
+    body.append(f"{pad}for c in range(s_{ins[0]}.shape[0]):")
+    body += [f"{pad}    {name} = s_{name}[c]" for name in ins]
+    body += [f"{pad}    {var} = {expr if dt == 'bool' else f'{dt}({expr})'}" for var, dt, expr in lines]
+    body.append(f"{pad}    acc += {result}")
+    if mean:
+        count = " * ".join(f"{shape}[{d}]" for d in range(ndim - k, ndim))
+        body.append(f"        acc = acc / ({count})")
+    body.append(f"        a_out[task] = {dtype}(acc)")
+    args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_out"])
+    return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy', fastmath={'reassoc'})",
+                              f"def kernel({args}):", *body, ""])
+
+
+def _broadcast(shapes: Sequence[Sequence[int]]) -> tuple:
+    """The shape that ``shapes`` broadcast to."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for d, n in enumerate(s, ndim - len(s)):
+            if n != 1:
+                out[d] = n
+    return tuple(out)
+
+
+def _split(parts: int, count: int, fn: Callable, *args) -> None:
+    """``fn(first, last, *args)`` over ``count`` tasks, split among ``parts`` threads (the caller's one)."""
+    if parts <= 1:
+        fn(0, count, *args)
+        return
+    bounds = [count * k // parts for k in range(parts + 1)]
+    running = [_pool(parts).submit(fn, bounds[k], bounds[k + 1], *args) for k in range(1, parts)]
+    fn(bounds[0], bounds[1], *args)
+    for r in running:
+        r.result()
+
+
+def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
+    """The forward kernel of a chain that ends in a sum or mean over trailing dims."""
+    part, kind, k = formulas.split_reduction(chain)
+    in_dtypes = [v.dtype for v in inputs]
+    lines, (result,) = formulas.forward(part, in_dtypes)
+    full = _broadcast([v.shape for v in inputs]) or (1,)
+    k = len(full) if k < 0 else k
+    ins = [f"x{n}" for n in range(len(inputs))]
+    dtype = outputs[0].dtype
+    module = _load(_reduce_source(ins, lines, result, dtype, len(full), k, kind == "mean"))
+    count = math.prod(full[: len(full) - k])
+    big = math.prod(full) >= _PARALLEL_FROM and count > 1
+    out_dtype = _dtypes.as_dtype(dtype)
+    shape = tuple(outputs[0].shape)
+
+    def kernel(B, arrays):
+        xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
+        out = B.empty((count,), dtype=B.native(out_dtype))
+        _split(min(get_num_threads(), count) if big else 1, count, module.kernel, *xs, out)
+        return (B.reshape(out, shape),)
+
+    return kernel
+
+
+def _reducing_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
+    """The backward kernel of a chain that ends in a reduction: the output's gradient spread back over the
+    reduced dims (divided by their size for a mean), then the elementwise part's backward."""
+    part, kind, k = formulas.split_reduction(chain)
+    full = _broadcast([v.shape for v in inputs]) or (1,)
+    k = len(full) if k < 0 else k
+    spread = full[: len(full) - k] + (1,) * k
+    scale = 1.0 / math.prod(full[len(full) - k:]) if kind == "mean" else None
+    inner = backward_kernel(part, inputs, [Value(-1, (None,) * len(full), full, outputs[0].dtype, "op")])
+    if inner is None:
+        return None
+
+    def kernel(B, arrays, out_grads):
+        g = B.reshape(out_grads[0], spread)
+        return inner(B, arrays, [g if scale is None else B.multiply(g, scale)])
+
+    return kernel
+
+
 def tasks(shape) -> int:
     """How many tasks (chunks of rows) a kernel's loop has for an output of ``shape`` (at least 1-D)."""
     return math.prod(shape[:-1]) * -(-shape[-1] // _CHUNK)
@@ -142,15 +240,7 @@ def _runner(module, shape, out_dtypes: List[str]) -> Callable:
     def run(B, arrays):
         xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
         outs = [B.empty(full, dtype=B.native(d)) for d in dtypes]
-        n = min(get_num_threads(), count) if big else 1
-        if n <= 1:
-            kernel(0, count, *xs, *outs)
-        else:
-            bounds = [count * k // n for k in range(n + 1)]
-            parts = [_pool(n).submit(kernel, bounds[k], bounds[k + 1], *xs, *outs) for k in range(1, n)]
-            kernel(bounds[0], bounds[1], *xs, *outs)
-            for p in parts:
-                p.result()
+        _split(min(get_num_threads(), count) if big else 1, count, kernel, *xs, *outs)
         return tuple(B.reshape(o, shape) for o in outs)
 
     return run
@@ -158,7 +248,8 @@ def _runner(module, shape, out_dtypes: List[str]) -> Callable:
 
 def vectorizes(chain: Chain, inputs: Sequence[Value]) -> bool:
     """Whether every member's formula compiles to vector instructions (formulas.vectorizes)."""
-    return formulas.vectorizes([m.op.__name__ for m in chain.members],
+    part = formulas.split_reduction(chain)[0]
+    return formulas.vectorizes([m.op.__name__ for m in part.members],
                                [*formulas.chain_dtypes(chain), *(v.dtype for v in inputs)])
 
 
@@ -167,6 +258,8 @@ def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
     for a chain whose kernel would be slower than NumPy's loops (see formulas.ARITHMETIC)."""
     if not vectorizes(chain, inputs) or not numba_available():
         return None
+    if formulas.split_reduction(chain)[1] is not None:
+        return _reducing_kernel(chain, inputs, outputs)
     in_dtypes = [v.dtype for v in inputs]
     lines, results = formulas.forward(chain, in_dtypes)
     shape = tuple(outputs[0].shape)
@@ -180,6 +273,8 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
     None for an input without one) on the NumPy backend, or None as for :func:`forward_kernel`."""
     if not vectorizes(chain, inputs) or not numba_available():
         return None
+    if formulas.split_reduction(chain)[1] is not None:
+        return _reducing_backward(chain, inputs, outputs)
     in_dtypes = [v.dtype for v in inputs]
     lines, grads = formulas.backward(chain, in_dtypes)
     wanted = [k for k, g in enumerate(grads) if g is not None]

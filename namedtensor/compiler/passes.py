@@ -126,34 +126,53 @@ def fold_constants(graph: Graph) -> int:
 
 
 def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for: Callable,
-                     alone: Callable[[Node], bool] = lambda n: False) -> int:
+                     alone: Callable[[Node], bool] = lambda n: False,
+                     absorbs: Callable[[Node], bool] = lambda n: False) -> int:
     """Replace each run of two or more consecutive ``fusible`` nodes whose outputs share one shape (or one
     such node for which ``alone`` is true) by one node of a fused op; ``kernels_for(chain, inputs,
-    outputs)`` gives its generated kernels, forward and backward (two dicts by backend name).  Returns
-    the number of groups made."""
+    outputs)`` gives its generated kernels, forward and backward (two dicts by backend name).  A run
+    whose only result is its last value, read by nothing but the next node, takes that node in too when
+    ``absorbs`` it (a sum over trailing dims): the intermediate is then never stored.  Returns the
+    number of groups made."""
     readers: Dict[int, int] = {}
+    counts: Dict[int, int] = {}
     for i, n in enumerate(graph.nodes):
-        for v in n.values_read():
+        for v in {v.id: v for v in n.values_read()}.values():
             readers[v.id] = max(readers.get(v.id, -1), i)
+            counts[v.id] = counts.get(v.id, 0) + 1
     returned = {v.id for v in graph.outputs if isinstance(v, Value)}
     out: List[Node] = []
     groups = 0
     run: List[Node] = []
     run_end = 0
 
-    def close() -> None:
+    def close(reduced: bool = False) -> None:
         nonlocal groups
-        if len(run) >= 2 or (run and alone(run[0])):
+        if reduced or len(run) >= 2 or (run and alone(run[0])):
             out.append(_fused_node(run, run_end, readers, returned, kernels_for))
             groups += 1
         else:
             out.extend(run)
         run.clear()
 
+    def ends_run(n: Node) -> bool:
+        """Whether ``n`` reduces the run's last value, which nothing else reads, nor any value of the run
+        after it."""
+        last = run[-1].outputs[0]
+        return (absorbs(n) and len(n.args) == 1 and n.args[0] is last and counts.get(last.id) == 1
+                and last.id not in returned
+                and not any(m.outputs[0].id in returned or readers.get(m.outputs[0].id, -1) > run_end
+                            for m in run[:-1]))
+
     for i, n in enumerate(graph.nodes):
         if fusible(n) and (not run or n.outputs[0].shape == run[0].outputs[0].shape):
             run.append(n)
             run_end = i
+            continue
+        if run and ends_run(n):
+            run.append(n)
+            run_end = i
+            close(reduced=True)
             continue
         close()
         if fusible(n):
