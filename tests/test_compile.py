@@ -405,3 +405,21 @@ def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce):
     else:
         assert ops == [f"fused[mul+sub+maximum+add+mul+{how}]"]
         assert len(program(cf).graph.nodes[0].op.chain.outputs) == 1  # the product is never stored
+
+
+def test_kernels_split_their_rows_among_threads(monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)  # every call is split
+    threads = nt.get_num_threads()
+    nt.set_num_threads(3)
+    try:
+        x = rnd(5, 7, 5000, names=("a", "b", "c"))
+        w = rnd(5000, names=("c",), seed=1)
+        fn = lambda x, w: ((nt.maximum(x * w, 0.0) + 1.0) * x, (x * w - 1.0).sum("c"))
+        cf, got = compiled_quietly(fn, x, w)
+        for g, e in zip(got, fn(x, w)):
+            assert_close(g, e, rtol=1e-5, atol=1e-4)
+        xg = x.detach().requires_grad_()
+        assert_close(nt.grad(cf(xg, w)[0].sum(), xg)[0], nt.grad(fn(xg, w)[0].sum(), xg)[0], rtol=1e-6, atol=1e-6)
+    finally:
+        nt.set_num_threads(threads)

@@ -23,7 +23,7 @@ from ..ops.fusion import Chain
 from .ir import Value
 
 __all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "REDUCTIONS", "reduces_trailing",
-           "split_reduction", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+           "split_reduction", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
 Statement = Tuple[str, str, str]  # (variable, dtype, expression)
@@ -166,6 +166,11 @@ FLOAT32_ONLY = frozenset({"_Erf", "_Gelu", "_GeluTanh"})
 #: the formulas whose eager form takes several passes over memory or a slow loop (erf's), so that even
 #: alone, one generated CPU kernel is faster than the eager op
 COMPOSITE = frozenset({"_Gelu", "_GeluTanh", "_Erf", "_Sigmoid", "_Silu"})
+
+
+def work(chain: Chain) -> int:
+    """A chain's cost per element, in vectorized additions: the composite formulas count 20."""
+    return sum(20 if m.op.__name__ in COMPOSITE else 1 for m in chain.members)
 
 
 def vectorizes(op_names: Sequence[str], dtypes: Sequence[str]) -> bool:

@@ -3,8 +3,9 @@
 A kernel loops over the output's rows, each split in chunks, so that long rows are shared among threads
 too; a chunk is a slice indexed from 0, the form LLVM vectorizes.  The inputs come broadcast to the
 output's shape (NumPy's views with zero strides), so one kernel serves every broadcast.  The kernel
-takes a range of those tasks and releases the GIL: outputs smaller than ``_PARALLEL_FROM`` elements
-run on the calling thread (handing work to threads costs more), larger ones are split among
+takes a range of those tasks and releases the GIL: calls with less work than ``_PARALLEL_FROM`` (the
+output's elements times the chain's weight) run on the calling thread (handing work to threads costs
+more), larger ones are split among
 ``nt.get_num_threads()`` threads of a pool (Numba's own parallel loops would double the compile time).
 
 Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, tanh and erf come from
@@ -38,7 +39,10 @@ __all__ = ["numba_available", "cache_dir", "vectorizes", "forward_kernel", "back
 
 _NUMBA: Dict[str, Any] = {}
 _CHUNK = 2048  # elements of a row per task
-_PARALLEL_FROM = 1 << 15
+#: how much work (elements times the chain's weight, formulas.work) a kernel call needs before it is split
+#: among threads: handing parts to a pool costs tens of microseconds, a vectorized add of an element
+#: about a hundredth of a nanosecond
+_PARALLEL_FROM = 1 << 24
 _MATH = Path(__file__).with_name("numba_math.py")
 _HEAD = ["import numpy as np", "from math import expm1, log, log1p, sqrt, sin, cos, fabs, pow",
          "from namedtensor.compiler.numba_math import exp, tanh, erf32 as erf",
@@ -160,7 +164,7 @@ def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
     dtype = outputs[0].dtype
     module = _load(_reduce_source(ins, lines, result, dtype, len(full), k, kind == "mean"))
     count = math.prod(full[: len(full) - k])
-    big = math.prod(full) >= _PARALLEL_FROM and count > 1
+    big = math.prod(full) * formulas.work(part) >= _PARALLEL_FROM and count > 1
     out_dtype = _dtypes.as_dtype(dtype)
     shape = tuple(outputs[0].shape)
 
@@ -228,14 +232,14 @@ def _load(source: str):
     return module
 
 
-def _runner(module, shape, out_dtypes: List[str]) -> Callable:
+def _runner(module, shape, out_dtypes: List[str], work: int) -> Callable:
     """``run(B, arrays) -> outputs`` calling the module's kernel on ``arrays`` broadcast to ``shape``: on
-    one thread for small outputs, else on ``nt.get_num_threads()`` (the kernel releases the GIL)."""
+    one thread for little work, else on ``nt.get_num_threads()`` (the kernel releases the GIL)."""
     kernel = module.kernel
     full = shape if shape else (1,)
     dtypes = [_dtypes.as_dtype(d) for d in out_dtypes]
     count = tasks(full)
-    big = math.prod(full) >= _PARALLEL_FROM
+    big = math.prod(full) * work >= _PARALLEL_FROM
 
     def run(B, arrays):
         xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
@@ -265,7 +269,7 @@ def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
     shape = tuple(outputs[0].shape)
     ins, outs = [f"x{k}" for k in range(len(inputs))], [f"o{k}" for k in range(len(outputs))]
     module = _load(_source(ins, outs, lines, results, max(len(shape), 1)))
-    return _runner(module, shape, [v.dtype for v in outputs])
+    return _runner(module, shape, [v.dtype for v in outputs], formulas.work(chain))
 
 
 def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
@@ -284,7 +288,7 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
     ins = [f"x{k}" for k in range(len(inputs))] + [f"go{k}" for k in range(len(outputs))]
     outs = [f"o{k}" for k in wanted]
     module = _load(_source(ins, outs, lines, [grads[k] for k in wanted], max(len(shape), 1)))
-    run = _runner(module, shape, [in_dtypes[k] for k in wanted])
+    run = _runner(module, shape, [in_dtypes[k] for k in wanted], 2 * formulas.work(chain))
 
     def kernel(B, arrays, out_grads):
         computed = iter(run(B, [*arrays, *out_grads]))
