@@ -211,6 +211,7 @@ def _fused_chains():
     for dtype in ("float32", "float64"):
         x = nt.tensor(np.ones((2, 3), dtype), names=("a", "b"))
         chains += cuda_chains(every_formula, x, x)
+        chains += cuda_chains(lambda x, y: ((x - y).relu() * x).mean("b"), x, x)  # a chain ending in a mean
     return chains
 
 
@@ -220,10 +221,14 @@ def test_generated_fused_kernels_compile(tmp_path):
     chains = _fused_chains()
     assert {d[0] for _, d in chains} >= {"float32", "float64"}
     used = {m.op.__name__ for c, _ in chains for m in c.members}
-    assert used == set(formulas.SCALAR) and set(formulas.GRAD) <= used
-    sources = []
+    assert used == set(formulas.SCALAR) | {"_Mean"} and set(formulas.GRAD) <= used
+    sources, reductions = [], []
     for chain, in_dtypes in chains:
-        sources.append(cuda_codegen.forward_source(chain, in_dtypes))
+        if formulas.split_reduction(chain)[1] is not None:
+            reductions.append(cuda_codegen.reduction_source(chain, in_dtypes, in_dtypes[0], 3))
+            chain = formulas.split_reduction(chain)[0]  # its backward is the elementwise part's
+        else:
+            sources.append(cuda_codegen.forward_source(chain, in_dtypes))
         backward = cuda_codegen.backward_source(chain, in_dtypes)
         if backward is not None:
             sources.append(backward[:3])
@@ -240,5 +245,15 @@ def test_generated_fused_kernels_compile(tmp_path):
         lines += ["    { " + body.replace("\n", "\n      ") + " }"]
         lines += [f"    out_{v}[i] = {v};" for t, v in outs_]
         parts.append("\n".join(lines) + "\n}\n")
+    c_type = {"float32": "float", "float64": "double"}
+    for k, (ins, out, mapped, post, preamble) in enumerate(reductions):  # as CuPy wraps a ReductionKernel
+        ins_ = [(c_type[t], v) for t, v in (p.split() for p in ins.split(", "))]
+        out_type = c_type[out.split()[0]]
+        params = ", ".join([f"const {t}* in_{v}" for t, v in ins_] + [f"{out_type}* out_y"])
+        loads = "".join(f"    const {t} {v} = in_{v}[i];\n" for t, v in ins_)
+        parts.append(f"namespace r{k} {{\n{preamble}__global__ void nt_reduce_{k}({params}, long long n) {{\n"
+                     "    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n"
+                     f"{loads}    double a = {mapped};\n    {out_type} y;\n    {post};\n    out_y[i] = y;\n}}\n}}\n")
+    assert len(reductions) == 2
     rc, out = _nvcc(("fused", "".join(parts), [], tmp_path))
     assert rc == 0, out

@@ -49,8 +49,8 @@ def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
     return fusible
 
 
-def _absorbed(n: Node) -> bool:
-    """A sum or mean over the trailing dims of a float tensor, which a CPU kernel computes at a chain's end."""
+def absorbs(n: Node) -> bool:
+    """A sum or mean over the trailing dims of a float tensor, which a kernel computes at a chain's end."""
     x = n.args[0] if n.args else None
     return (isinstance(x, Value) and x.dtype in formulas.FLOATS and n.outputs[0].dtype == x.dtype
             and formulas.reduces_trailing(n.op, n.params, len(x.shape)))
@@ -60,11 +60,17 @@ def _kernels(chain, inputs: List[Value], outputs: List[Value]) -> Tuple[Dict[str
     """The generated kernels of a fused chain, forward and backward, by backend name."""
     forward: Dict[str, Callable] = {}
     backward: Dict[str, Callable] = {}
-    if formulas.split_reduction(chain)[1] is None:  # reductions fuse on the CPU only, so far
+    _, reduction, k = formulas.split_reduction(chain)
+    if reduction is None:
         forward["cupy"] = cuda_codegen.forward_kernel(chain, inputs, outputs)
         gpu_backward = cuda_codegen.backward_kernel(chain, inputs, outputs)
-        if gpu_backward is not None:
-            backward["cupy"] = gpu_backward
+    else:
+        full = formulas.broadcast_shape([v.shape for v in inputs])
+        axes = tuple(range(len(full) - (len(full) if k < 0 else k), len(full)))
+        forward["cupy"] = cuda_codegen.reduction_kernel(chain, inputs, outputs, full, axes)
+        gpu_backward = cuda_codegen.reduction_backward(chain, inputs, outputs, full, axes)
+    if gpu_backward is not None:
+        backward["cupy"] = gpu_backward
     cpu = numba_codegen.forward_kernel(chain, inputs, outputs)
     if cpu is not None:
         forward["numpy"] = cpu
@@ -151,7 +157,7 @@ class CompiledFunction:
         cpu_kernels = fusible is not None and backend == "numpy"
         report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(
             g, fusible, _kernels, alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
-            absorbs=lambda n: cpu_kernels and _absorbed(n)))
+            absorbs=absorbs))
         program = self.cache[key] = build(graph, report)
         return program
 

@@ -3,8 +3,9 @@
 :func:`c_expression` turns a formula's Python text into C (``a if c else b`` into ``(c ? a : b)``, the
 dtype conversions into casts, the functions into CUDA's overloads for float and double).  A kernel's
 params are typed by NumPy's dtype names, as CuPy reads them (``float`` there would be float64); CuPy
-broadcasts the inputs and loops.  ``tests/test_nvcc.py`` compiles the generated sources with nvcc; the
-kernels are built on first use, on the device.
+broadcasts the inputs and loops.  A chain that ends in a sum or mean is a ReductionKernel whose map is
+the chain as a device function, summed in double.  ``tests/test_nvcc.py`` compiles the generated sources
+with nvcc; the kernels are built on first use, on the device.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from . import formulas
 from .ir import Value
 
 __all__ = ["C_FUNCTIONS", "c_expression", "forward_source", "backward_source", "forward_kernel",
-           "backward_kernel"]
+           "backward_kernel", "reduction_source", "reduction_kernel", "reduction_backward"]
 
 #: the CUDA C spelling of the functions the formulas call (float and double overloads both exist)
 C_FUNCTIONS = {"fabs": "fabs", "exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "sqrt": "sqrt",
@@ -82,6 +83,65 @@ def backward_source(chain: Chain, in_dtypes: Sequence[str]) -> Optional[Tuple[st
     ins = [f"{d} x{k}" for k, d in enumerate(in_dtypes)] + [f"{dtypes[j]} go{k}" for k, j in enumerate(chain.outputs)]
     outs = ", ".join(f"{in_dtypes[k]} gi{k}" for k in wanted)
     return ", ".join(ins), outs, _body(lines, [(f"gi{k}", grads[k]) for k in wanted]), wanted
+
+
+def reduction_source(chain: Chain, in_dtypes: Sequence[str], out_dtype: str, count: int
+                     ) -> Tuple[str, str, str, str, str]:
+    """``(in_params, out_params, map_expr, post_map_expr, preamble)`` of the ReductionKernel computing a
+    chain that ends in a sum or mean (formulas.split_reduction): the elementwise part as a device
+    function of one element, summed in double; a mean divides by ``count``, the elements per output."""
+    part, kind, _ = formulas.split_reduction(chain)
+    lines, (result,) = formulas.forward(part, in_dtypes)
+    args = ", ".join(f"{C_TYPES[d]} x{k}" for k, d in enumerate(in_dtypes))
+    body = "\n".join(f"    {C_TYPES[dt]} {var} = (({C_TYPES[dt]})({c_expression(expr)}));" for var, dt, expr in lines)
+    preamble = f"__device__ double nt_chain({args}) {{\n{body}\n    return (double){result};\n}}\n"
+    ins = ", ".join(f"{d} x{k}" for k, d in enumerate(in_dtypes))
+    mapped = "nt_chain(" + ", ".join(f"x{k}" for k in range(len(in_dtypes))) + ")"
+    post = f"y = ({C_TYPES[out_dtype]})(a{f' / {float(count)!r}' if kind == 'mean' else ''})"
+    return ins, f"{out_dtype} y", mapped, post, preamble
+
+
+def reduction_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value], full: Tuple[int, ...],
+                     axes: Tuple[int, ...]) -> Callable:
+    """``kernel(B, arrays) -> (output,)`` for the CuPy backend: the chain over the broadcast shape ``full``,
+    reduced over ``axes``."""
+    count = 1
+    for a in axes:
+        count *= full[a]
+    ins, outs, mapped, post, preamble = reduction_source(chain, [v.dtype for v in inputs], outputs[0].dtype, count)
+    name = "nt_fused_sum_" + hashlib.sha1((ins + mapped + post + preamble).encode()).hexdigest()[:16]
+    shape = tuple(outputs[0].shape)
+    built: Dict[str, Any] = {}
+
+    def kernel(B, arrays):
+        k = built.get("kernel")
+        if k is None:
+            k = built["kernel"] = B.xp.ReductionKernel(ins, outs, mapped, "a + b", post, "0", name,
+                                                        reduce_type="double", preamble=preamble)
+        xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
+        return (B.reshape(k(*xs, axis=axes), shape),)
+
+    return kernel
+
+
+def reduction_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value], full: Tuple[int, ...],
+                       axes: Tuple[int, ...]) -> Optional[Callable]:
+    """The backward of :func:`reduction_kernel`: the output's gradient spread over the reduced dims
+    (divided by their size for a mean), then the elementwise part's backward kernel."""
+    part, kind, _ = formulas.split_reduction(chain)
+    inner = backward_kernel(part, inputs, [Value(-1, (None,) * len(full), full, outputs[0].dtype, "op")])
+    if inner is None:
+        return None
+    spread = tuple(1 if d in axes else n for d, n in enumerate(full))
+    count = 1
+    for a in axes:
+        count *= full[a]
+
+    def kernel(B, arrays, out_grads):
+        g = B.reshape(out_grads[0], spread)
+        return inner(B, arrays, [B.multiply(g, 1.0 / count) if kind == "mean" else g])
+
+    return kernel
 
 
 def _elementwise(in_params: str, out_params: str, body: str) -> Callable:

@@ -23,7 +23,7 @@ from ..ops.fusion import Chain
 from .ir import Value
 
 __all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "REDUCTIONS", "reduces_trailing",
-           "split_reduction", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+           "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
 Statement = Tuple[str, str, str]  # (variable, dtype, expression)
@@ -208,6 +208,17 @@ def split_reduction(chain: Chain) -> Tuple[Chain, Optional[str], int]:
         return chain, None, 0
     axes = last.params.get("axes")
     return Chain(chain.members[:-1], (len(chain.members) - 2,)), kind, -1 if axes is None else len(axes)
+
+
+def broadcast_shape(shapes: Sequence[Sequence[int]]) -> Tuple[int, ...]:
+    """The shape that ``shapes`` broadcast to: a chain's elementwise shape, from its inputs' shapes."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for d, n in enumerate(s, ndim - len(s)):
+            if n != 1:
+                out[d] = n
+    return tuple(out)
 
 
 def scalar_op(op: type) -> bool:

@@ -130,17 +130,6 @@ def _reduce_source(ins: List[str], lines: List[formulas.Statement], result: str,
                               f"def kernel({args}):", *body, ""])
 
 
-def _broadcast(shapes: Sequence[Sequence[int]]) -> tuple:
-    """The shape that ``shapes`` broadcast to."""
-    ndim = max((len(s) for s in shapes), default=0)
-    out = [1] * ndim
-    for s in shapes:
-        for d, n in enumerate(s, ndim - len(s)):
-            if n != 1:
-                out[d] = n
-    return tuple(out)
-
-
 def _split(parts: int, count: int, fn: Callable, *args) -> None:
     """``fn(first, last, *args)`` over ``count`` tasks, split among ``parts`` threads (the caller's one)."""
     if parts <= 1:
@@ -158,7 +147,7 @@ def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
     part, kind, k = formulas.split_reduction(chain)
     in_dtypes = [v.dtype for v in inputs]
     lines, (result,) = formulas.forward(part, in_dtypes)
-    full = _broadcast([v.shape for v in inputs]) or (1,)
+    full = formulas.broadcast_shape([v.shape for v in inputs]) or (1,)
     k = len(full) if k < 0 else k
     ins = [f"x{n}" for n in range(len(inputs))]
     dtype = outputs[0].dtype
@@ -181,7 +170,7 @@ def _reducing_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[
     """The backward kernel of a chain that ends in a reduction: the output's gradient spread back over the
     reduced dims (divided by their size for a mean), then the elementwise part's backward."""
     part, kind, k = formulas.split_reduction(chain)
-    full = _broadcast([v.shape for v in inputs]) or (1,)
+    full = formulas.broadcast_shape([v.shape for v in inputs]) or (1,)
     k = len(full) if k < 0 else k
     spread = full[: len(full) - k] + (1,) * k
     scale = 1.0 / math.prod(full[len(full) - k:]) if kind == "mean" else None
