@@ -56,7 +56,9 @@ _SORT_KEYS: Dict[str, Callable[["OpStats"], Any]] = {
 
 class ProfileEvent(NamedTuple):
     """One op that ran in a profile: its name, tensor operands, start (``time.perf_counter_ns``), duration
-    (nanoseconds), the bytes of its operands and its FLOPs (None where it computes nothing, as a copy)."""
+    (nanoseconds), the bytes of its operands and its FLOPs (None where it computes nothing, as a copy, or
+    where it is not counted).  A backward node (``"<op>_backward"``) has the time of its own work as its
+    duration, and ``span_ns``, from its start to its end, around the ops its backward ran."""
 
     name: str
     inputs: Tuple[Operand, ...]
@@ -65,6 +67,7 @@ class ProfileEvent(NamedTuple):
     duration_ns: int
     bytes: int
     flops: Optional[int]
+    span_ns: Optional[int] = None
 
 
 class OpStats(NamedTuple):
@@ -140,7 +143,8 @@ class Roofline:
 
 
 class _Recorder:
-    """The tracer of one profile block: records each op, then calls the tracer it replaced."""
+    """The tracer of one profile block: records each op, then calls the tracer it replaced; runs each
+    backward node for the engine, recording the node's own work."""
 
     __slots__ = ("events", "sync", "inner")
 
@@ -165,6 +169,31 @@ class _Recorder:
                                         flops(op, ins, outs, params)))
         if self.inner is not None:
             self.inner(op, inputs, outputs, params)
+
+    def run_backward_node(self, node, grads) -> tuple:
+        """Run ``node``'s backward and record ``"<op>_backward"``: its time less that of the ops it ran (those
+        are rows of their own), so that a backward computed on raw arrays (GELU's, cross-entropy's, a fused
+        op's kernel) shows, and nothing is counted twice."""
+        first = len(self.events)
+        start = _clock()
+        in_grads = node.op.backward(node, *grads)
+        out = [g for g in in_grads if isinstance(g, Tensor)]
+        if self.sync and out and backend_of(out[0]).device.startswith("cuda"):
+            backend_of(out[0]).synchronize()
+        end = _clock()
+        inner = sum(e.duration_ns for e in self.events[first:])
+        ins = tuple(operand_of(g) for g in grads if isinstance(g, Tensor))
+        outs = tuple(operand_of(g) for g in out)
+        moved = sum(raw(g).nbytes for g in grads if isinstance(g, Tensor)) + sum(raw(g).nbytes for g in out)
+        self.add(ProfileEvent(f"{node.op.name}_backward", ins, outs, start, max(end - start - inner, 0), int(moved),
+                              None, end - start))
+        return in_grads
+
+    def add(self, event: ProfileEvent) -> None:
+        """Record ``event`` here and in the profiles this one nests in."""
+        self.events.append(event)
+        if isinstance(self.inner, _Recorder):
+            self.inner.add(event)
 
 
 class Profile:
@@ -254,11 +283,13 @@ class Profile:
     def export_chrome_trace(self, path: str) -> None:
         """Write the events as a Chrome trace (JSON ``traceEvents``, complete events ``"ph": "X"`` with ``ts``
         and ``dur`` in microseconds from the start of the profile) for chrome://tracing or Perfetto; each
-        event's ``args`` hold its operands' names, shapes and dtypes, its bytes and its FLOPs."""
+        event's ``args`` hold its operands' names, shapes and dtypes, its bytes and its FLOPs.  A backward
+        node spans the ops its backward ran, which show nested in it."""
         origin = self.origin_ns or 0
         pid, tid = os.getpid(), self._thread
-        trace = [{"name": e.name, "cat": "op", "ph": "X", "ts": (e.start_ns - origin) / 1e3,
-                  "dur": e.duration_ns / 1e3, "pid": pid, "tid": tid,
+        trace = [{"name": e.name, "cat": "op" if e.span_ns is None else "backward", "ph": "X",
+                  "ts": (e.start_ns - origin) / 1e3, "dur": (e.duration_ns if e.span_ns is None else e.span_ns) / 1e3,
+                  "pid": pid, "tid": tid,
                   "args": {"inputs": [_operand_json(o) for o in e.inputs],
                            "outputs": [_operand_json(o) for o in e.outputs],
                            "bytes": e.bytes, "flops": e.flops}}

@@ -142,8 +142,14 @@ def test_chrome_trace(tmp_path):
     assert sorted(e["name"] for e in events) == sorted(e.name for e in prof.events)
     for e in events:
         assert e["ph"] == "X" and e["ts"] >= 0 and e["dur"] >= 0 and e["pid"] and e["tid"]
-    for before, after in zip(events, events[1:]):
+    ops = [e for e in events if e["cat"] == "op"]
+    for before, after in zip(ops, ops[1:]):
         assert before["ts"] + before["dur"] <= after["ts"]  # one thread: one op after the other
+    nodes = [e for e in events if e["cat"] == "backward"]
+    assert {e["name"] for e in nodes} == {"linear_backward", "gelu_backward", "cross_entropy_backward"}
+    weight_grad = next(e for e in ops if e["name"] == "linear_weight_grad")  # nested in its node's span
+    linear = next(e for e in nodes if e["name"] == "linear_backward")
+    assert linear["ts"] <= weight_grad["ts"] and weight_grad["ts"] + weight_grad["dur"] <= linear["ts"] + linear["dur"]
     linear = events[0]["args"]
     assert linear["inputs"][0] == {"names": ["batch", "feat"], "shape": [BATCH, FEAT], "dtype": "float32"}
     assert linear["outputs"][0]["names"] == ["batch", "cls"]
@@ -308,3 +314,40 @@ def test_sync_waits_for_the_device_after_each_op_on_cuda(fake_cuda):
     with nt.profile(sync=False):
         x.exp()
     assert fake_cuda.synced == 2
+
+
+def test_backward_nodes_are_rows_with_their_own_time():
+    lin, x, target = step()
+    x.requires_grad_()
+    start = __import__("time").perf_counter_ns()
+    with nt.profile() as prof:
+        run_step(lin, x, target)
+    wall = __import__("time").perf_counter_ns() - start
+    names = [e.name for e in prof.events]
+    # GELU's and cross-entropy's backwards compute on raw arrays, in no op of their own: now rows
+    for node in ("gelu_backward", "cross_entropy_backward", "linear_backward"):
+        assert node in names
+    gelu = next(e for e in prof.events if e.name == "gelu_backward")
+    assert gelu.inputs[0].names == gelu.outputs[0].names == ("batch", "cls") and gelu.flops is None
+    assert gelu.bytes == 2 * BATCH * CLS * 4
+    # a node's row is its own time: the ops its backward ran (linear's weight gradient) are rows of
+    # their own, inside its span, and the rows add up to less than the block's wall time
+    linear = next(e for e in prof.events if e.name == "linear_backward")
+    weight_grad = next(e for e in prof.events if e.name == "linear_weight_grad")
+    assert linear.start_ns <= weight_grad.start_ns
+    assert weight_grad.start_ns + weight_grad.duration_ns <= linear.start_ns + linear.span_ns
+    assert linear.duration_ns <= linear.span_ns - weight_grad.duration_ns
+    assert names.index("linear_weight_grad") < names.index("linear_backward")
+    assert sum(e.duration_ns for e in prof.events) <= wall
+    assert "gelu_backward" in str(prof)
+
+
+def test_backward_node_rows_reach_the_profiles_a_profile_nests_in():
+    x = nt.randn(3, names=("i",), requires_grad=True)
+    with nt.profile() as outer:
+        y = x.exp().sum()
+        with nt.profile() as inner:
+            y.backward()
+    # sum's backward ran reshape and broadcast_to, exp's a mul: rows before their node's
+    assert [e.name for e in inner.events] == ["reshape", "broadcast_to", "sum_backward", "mul", "exp_backward"]
+    assert outer.events[-5:] == inner.events

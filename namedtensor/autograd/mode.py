@@ -22,7 +22,8 @@ class _ThreadState(threading.local):
     #: after every op while a shape trace, conversion mode, a profile or ``nt.compile`` records (tracing.py,
     #: conversion.py, profiler.py, compiler/capture.py).  A tracer may also have ``backward_hook()``,
     #: called when a backward pass starts, ``inplace_hook(t, op)``, before an in-place op writes into
-    #: ``t``, and ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``.  One tuple, replaced whole on every change, because a thread-local
+    #: ``t``, ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``, and
+    #: ``run_backward_node(node, grads)``, which runs a graph node's backward for the engine (and times it).  One tuple, replaced whole on every change, because a thread-local
     #: read costs several plain ones and ``apply`` needs both
     current = (True, None)
     #: ``(start, end)`` in ``time.perf_counter_ns`` of the op now reported to the tracer: written by the op

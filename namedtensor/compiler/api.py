@@ -56,28 +56,27 @@ def absorbs(n: Node) -> bool:
             and formulas.reduces_trailing(n.op, n.params, len(x.shape)))
 
 
-def _kernels(chain, inputs: List[Value], outputs: List[Value]) -> Tuple[Dict[str, Callable], Dict[str, Callable]]:
-    """The generated kernels of a fused chain, forward and backward, by backend name."""
-    forward: Dict[str, Callable] = {}
-    backward: Dict[str, Callable] = {}
-    _, reduction, k = formulas.split_reduction(chain)
-    if reduction is None:
-        forward["cupy"] = cuda_codegen.forward_kernel(chain, inputs, outputs)
-        gpu_backward = cuda_codegen.backward_kernel(chain, inputs, outputs)
-    else:
-        full = formulas.broadcast_shape([v.shape for v in inputs])
-        axes = tuple(range(len(full) - (len(full) if k < 0 else k), len(full)))
-        forward["cupy"] = cuda_codegen.reduction_kernel(chain, inputs, outputs, full, axes)
-        gpu_backward = cuda_codegen.reduction_backward(chain, inputs, outputs, full, axes)
-    if gpu_backward is not None:
-        backward["cupy"] = gpu_backward
-    cpu = numba_codegen.forward_kernel(chain, inputs, outputs)
-    if cpu is not None:
-        forward["numpy"] = cpu
-        cpu_backward = numba_codegen.backward_kernel(chain, inputs, outputs)
-        if cpu_backward is not None:
-            backward["numpy"] = cpu_backward
-    return forward, backward
+def kernels_on(backend: str) -> Callable:
+    """``kernels(chain, inputs, outputs) -> (forward, backward)``: the kernels generated for a fused chain
+    on ``backend``, each a dict by backend name (empty where there are none)."""
+
+    def kernels(chain, inputs: List[Value], outputs: List[Value]) -> Tuple[Dict[str, Callable], Dict[str, Callable]]:
+        if backend == "cupy":
+            _, reduction, k = formulas.split_reduction(chain)
+            if reduction is None:
+                forward = cuda_codegen.forward_kernel(chain, inputs, outputs)
+                backward = cuda_codegen.backward_kernel(chain, inputs, outputs)
+            else:
+                full = formulas.broadcast_shape([v.shape for v in inputs])
+                axes = tuple(range(len(full) - (len(full) if k < 0 else k), len(full)))
+                forward = cuda_codegen.reduction_kernel(chain, inputs, outputs, full, axes)
+                backward = cuda_codegen.reduction_backward(chain, inputs, outputs, full, axes)
+        else:
+            forward = numba_codegen.forward_kernel(chain, inputs, outputs)
+            backward = None if forward is None else numba_codegen.backward_kernel(chain, inputs, outputs)
+        return ({} if forward is None else {backend: forward}), ({} if backward is None else {backend: backward})
+
+    return kernels
 
 
 class CompiledFunction:
@@ -156,7 +155,7 @@ class CompiledFunction:
         fusible = fusible_on(backend) if self.fuse else None
         cpu_kernels = fusible is not None and backend == "numpy"
         report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(
-            g, fusible, _kernels, alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
+            g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
             absorbs=absorbs))
         program = self.cache[key] = build(graph, report)
         return program
