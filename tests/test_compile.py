@@ -423,3 +423,29 @@ def test_kernels_split_their_rows_among_threads(monkeypatch):
         assert_close(nt.grad(cf(xg, w)[0].sum(), xg)[0], nt.grad(fn(xg, w)[0].sum(), xg)[0], rtol=1e-6, atol=1e-6)
     finally:
         nt.set_num_threads(threads)
+
+
+def test_smaller_operands_computed_inside_a_run_or_kept_when_read_after_it():
+    pytest.importorskip("numba")
+    x = rnd(6, 7, names=("b", "d"), dtype="float64").requires_grad_()
+    w = rnd(7, names=("d",), seed=1, dtype="float64").requires_grad_()
+
+    def inside(x, w):  # w's ops are per element of (b, d) inside the kernel: one fused op
+        return (x * w + 1.0) * (w.abs() + 1.0) - w * 2
+
+    def read_after(x, w):  # the small s is returned: it keeps its nodes, before the fused one
+        s = (w.abs() + 1.0) * 0.5
+        return x * s + s * x * x, s
+
+    for fn, ops in ((inside, ["fused[mul+add+abs+add+mul+mul+sub]"]),
+                    (read_after, ["abs", "add", "mul", "fused[mul+mul+mul+add]"])):
+        cf, got = compiled_quietly(fn, x, w)
+        want = fn(x, w)
+        for g, e in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            assert g.names == e.names and g.shape == e.shape
+            assert_close(g, e, rtol=1e-12, atol=1e-12)
+        assert [n.op.name for n in program(cf).graph.nodes] == ops
+        first = got[0] if isinstance(got, tuple) else got
+        wanted = want[0] if isinstance(want, tuple) else want
+        for g, e in zip(nt.grad(first.sum(), [x, w]), nt.grad(wanted.sum(), [x, w])):
+            assert_close(g, e, rtol=1e-12, atol=1e-12)

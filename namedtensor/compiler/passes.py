@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 from ..autograd.graph import apply
 from ..autograd.mode import no_grad
 from ..ops.fusion import Chain, Member, fused
+from .formulas import COMPOSITE, broadcast_shape
 from .ir import ArrayOf, Graph, Node, Value, map_leaves
 
 __all__ = ["eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants", "fuse_elementwise",
@@ -128,10 +129,13 @@ def fold_constants(graph: Graph) -> int:
 def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for: Callable,
                      alone: Callable[[Node], bool] = lambda n: False,
                      absorbs: Callable[[Node], bool] = lambda n: False) -> int:
-    """Replace each run of two or more consecutive ``fusible`` nodes whose outputs share one shape (or one
-    such node for which ``alone`` is true) by one node of a fused op; ``kernels_for(chain, inputs,
-    outputs)`` gives its generated kernels, forward and backward (two dicts by backend name).  A run
-    whose only result is its last value, read by nothing but the next node, takes that node in too when
+    """Replace each run of two or more consecutive ``fusible`` nodes (or one for which ``alone`` is true)
+    by one node of a fused op; ``kernels_for(chain, inputs, outputs)`` gives its generated kernels,
+    forward and backward (two dicts by backend name).  The run's nodes have one shape, or one that
+    broadcasts to it (a bias's ``w.abs() + 1`` among the batch's ops): such a small node is computed for
+    each element of the run's shape where only the run reads it, and stays a node of its own, before
+    the fused one, where a later node reads it too (its values must keep their shape).  A run whose
+    only result is its last value, read by nothing but the next node, takes that node in too when
     ``absorbs`` it (a sum over trailing dims): the intermediate is then never stored.  Returns the
     number of groups made."""
     readers: Dict[int, int] = {}
@@ -148,11 +152,26 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
 
     def close(reduced: bool = False) -> None:
         nonlocal groups
-        if reduced or len(run) >= 2 or (run and alone(run[0])):
-            out.append(_fused_node(run, run_end, readers, returned, kernels_for))
+        if not run:
+            return
+        elementwise = run[:-1] if reduced else run
+        full = _run_shape(elementwise)
+        # small nodes read after the run keep their own nodes, with the small nodes they read (they read
+        # no node of the run's shape: elementwise ops only broadcast, so theirs would be that shape too)
+        needed = {m.outputs[0].id for m in elementwise if m.outputs[0].shape != full and (
+            m.outputs[0].id in returned or readers.get(m.outputs[0].id, -1) > run_end)}
+        hoisted = []
+        for m in reversed(elementwise):
+            if m.outputs[0].id in needed:
+                hoisted.insert(0, m)
+                needed.update(a.id for a in m.args if isinstance(a, Value))
+        out.extend(hoisted)
+        rest = [m for m in run if m not in hoisted]
+        if reduced or len(rest) >= 2 or (rest and alone(rest[0])):
+            out.append(_fused_node(rest, run_end, readers, returned, kernels_for))
             groups += 1
         else:
-            out.extend(run)
+            out.extend(rest)
         run.clear()
 
     def ends_run(n: Node) -> bool:
@@ -165,11 +184,11 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
                             for m in run[:-1]))
 
     for i, n in enumerate(graph.nodes):
-        if fusible(n) and (not run or n.outputs[0].shape == run[0].outputs[0].shape):
+        if fusible(n) and (not run or _joins(n, run)):
             run.append(n)
             run_end = i
             continue
-        if run and ends_run(n):
+        if run and ends_run(n) and run[-1].outputs[0].shape == _run_shape(run):
             run.append(n)
             run_end = i
             close(reduced=True)
@@ -183,6 +202,21 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
     close()
     graph.nodes = out
     return groups
+
+
+def _run_shape(run: List[Node]) -> tuple:
+    return broadcast_shape([m.outputs[0].shape for m in run])
+
+
+def _joins(n: Node, run: List[Node]) -> bool:
+    """Whether ``n``'s shape and the run's are one, or one broadcasts to the other; a composite node
+    (GELU...) is computed once per element of the run's shape, so it joins only at that shape."""
+    mine, theirs = n.outputs[0].shape, _run_shape(run)
+    both = broadcast_shape([mine, theirs])
+    if both not in (mine, theirs):
+        return False
+    small = [m for m in (*run, n) if m.outputs[0].shape != both]
+    return not any(m.op.__name__ in COMPOSITE for m in small)
 
 
 def _fused_node(run: List[Node], end: int, readers: Dict[int, int], returned: set,
