@@ -114,7 +114,12 @@ class CompiledFunction:
         return tuple(held)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and all(x.__class__ is Tensor for x in args):  # the common call: tensors alone
+        tensors_only = not kwargs
+        for x in args:
+            if x.__class__ is not Tensor:
+                tensors_only = False
+                break
+        if tensors_only:  # the common call: tensors alone, whose tree depends on their count only
             leaves = args
             tree = self._trees.get(len(args))
             if tree is None:
@@ -126,11 +131,11 @@ class CompiledFunction:
         except TypeError:
             return self._eager(None, "an argument that is neither a tensor nor hashable", args, kwargs)
         program = self.cache.get(key, False)
-        if program is False or (program is not None and not program.guards_hold()):
+        if program is False or (program is not None and program.externals and not program.guards_hold()):
             program = self._compile(key, leaves, tree)
         if program is None:
             return self.fn(*args, **kwargs)
-        outs = program.run([x for x in leaves if x.__class__ is Tensor or isinstance(x, Tensor)])
+        outs = program.run(leaves if tensors_only else [x for x in leaves if isinstance(x, Tensor)])
         tree = program.graph.tree
         return outs[0] if tree is None else unflatten(tree, outs)
 

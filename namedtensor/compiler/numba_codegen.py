@@ -230,11 +230,19 @@ def _runner(module, shape, out_dtypes: List[str], work: int) -> Callable:
     count = tasks(full)
     big = math.prod(full) * work >= _PARALLEL_FROM
 
+    natives: Dict[Any, list] = {}  # by backend: the output dtypes as its arrays spell them
+
     def run(B, arrays):
+        native = natives.get(B)
+        if native is None:
+            native = natives[B] = [B.native(d) for d in dtypes]
         xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
-        outs = [B.empty(full, dtype=B.native(d)) for d in dtypes]
-        _split(min(get_num_threads(), count) if big else 1, count, kernel, *xs, *outs)
-        return tuple(B.reshape(o, shape) for o in outs)
+        outs = [B.empty(full, dtype=d) for d in native]
+        if big:
+            _split(min(get_num_threads(), count), count, kernel, *xs, *outs)
+        else:
+            kernel(0, count, *xs, *outs)
+        return tuple(outs) if full == shape else tuple([B.reshape(o, shape) for o in outs])
 
     return run
 
