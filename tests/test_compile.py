@@ -449,3 +449,23 @@ def test_smaller_operands_computed_inside_a_run_or_kept_when_read_after_it():
         wanted = want[0] if isinstance(want, tuple) else want
         for g, e in zip(nt.grad(first.sum(), [x, w]), nt.grad(wanted.sum(), [x, w])):
             assert_close(g, e, rtol=1e-12, atol=1e-12)
+
+
+def test_a_node_that_reads_none_of_a_run_does_not_end_it():
+    pytest.importorskip("numba")
+    x = rnd(6, 7, names=("b", "d"), dtype="float64").requires_grad_()
+    w = rnd(7, 5, names=("d", "o"), dtype="float64", seed=1).requires_grad_()
+
+    def fn(x, w):
+        a = x * 2.0 - 1.0
+        y = x @ w  # reads x, not the run's values: it runs before the fused node
+        b = nt.maximum(a, 0.0) * x
+        return b, y * 3.0
+
+    cf, got = compiled_quietly(fn, x, w)
+    want = fn(x, w)
+    for g, e in zip(got, want):
+        assert_close(g, e, rtol=1e-12, atol=1e-12)
+    assert [n.op.name for n in program(cf).graph.nodes] == ["matmul", "fused[mul+sub+maximum+mul]", "mul"]
+    for g, e in zip(nt.grad(got[0].sum() + got[1].sum(), [x, w]), nt.grad(want[0].sum() + want[1].sum(), [x, w])):
+        assert_close(g, e, rtol=1e-12, atol=1e-12)

@@ -211,7 +211,8 @@ def split_reduction(chain: Chain) -> Tuple[Chain, Optional[str], int]:
 
 
 def broadcast_shape(shapes: Sequence[Sequence[int]]) -> Tuple[int, ...]:
-    """The shape that ``shapes`` broadcast to: a chain's elementwise shape, from its inputs' shapes."""
+    """The shape that ``shapes`` broadcast to (they must broadcast): a chain's elementwise shape, from its
+    inputs' shapes."""
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:

@@ -129,8 +129,10 @@ def fold_constants(graph: Graph) -> int:
 def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for: Callable,
                      alone: Callable[[Node], bool] = lambda n: False,
                      absorbs: Callable[[Node], bool] = lambda n: False) -> int:
-    """Replace each run of two or more consecutive ``fusible`` nodes (or one for which ``alone`` is true)
-    by one node of a fused op; ``kernels_for(chain, inputs, outputs)`` gives its generated kernels,
+    """Replace each run of two or more ``fusible`` nodes (or one for which ``alone`` is true) by one node
+    of a fused op; a node between them that reads none of the run's values (a matrix product of other
+    operands) does not end the run, and runs before the fused node (unless it draws random numbers,
+    whose order stays); ``kernels_for(chain, inputs, outputs)`` gives its generated kernels,
     forward and backward (two dicts by backend name).  The run's nodes have one shape, or one that
     broadcasts to it (a bias's ``w.abs() + 1`` among the batch's ops): such a small node is computed for
     each element of the run's shape where only the run reads it, and stays a node of its own, before
@@ -148,10 +150,13 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
     out: List[Node] = []
     groups = 0
     run: List[Node] = []
+    deferred: List[Node] = []
     run_end = 0
 
     def close(reduced: bool = False) -> None:
         nonlocal groups
+        out.extend(deferred)  # nodes between the run's that read none of its values: before it
+        deferred.clear()
         if not run:
             return
         elementwise = run[:-1] if reduced else run
@@ -193,6 +198,9 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
             run_end = i
             close(reduced=True)
             continue
+        if run and not fusible(n) and not n.draws() and not _reads(n, run):
+            deferred.append(n)  # it can run before the fused node: the run goes on after it
+            continue
         close()
         if fusible(n):
             run.append(n)
@@ -204,6 +212,11 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
     return groups
 
 
+def _reads(n: Node, run: List[Node]) -> bool:
+    made = {m.outputs[0].id for m in run}
+    return any(v.id in made for v in n.values_read())
+
+
 def _run_shape(run: List[Node]) -> tuple:
     return broadcast_shape([m.outputs[0].shape for m in run])
 
@@ -212,6 +225,8 @@ def _joins(n: Node, run: List[Node]) -> bool:
     """Whether ``n``'s shape and the run's are one, or one broadcasts to the other; a composite node
     (GELU...) is computed once per element of the run's shape, so it joins only at that shape."""
     mine, theirs = n.outputs[0].shape, _run_shape(run)
+    if any(a != b and 1 not in (a, b) for a, b in zip(mine[::-1], theirs[::-1])):
+        return False
     both = broadcast_shape([mine, theirs])
     if both not in (mine, theirs):
         return False
