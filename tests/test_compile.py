@@ -35,7 +35,8 @@ def cuda_chains(fn, *args):
 
     leaves, tree = capture.flatten((args, {}))
     graph = capture.capture(fn, list(leaves), tree)
-    passes.fuse_elementwise(graph, api.fusible_on("cupy"), lambda *a: ({}, {}), absorbs=api.absorbs)
+    kernels = lambda *a: ({"cupy": None}, {})  # stand-ins: only the chains are wanted
+    passes.fuse_elementwise(graph, api.fusible_on("cupy"), kernels, absorbs=api.absorbs)
     return [(n.op.chain, [v.dtype for v in n.args]) for n in graph.nodes if hasattr(n.op, "chain")]
 
 
@@ -180,11 +181,31 @@ def test_an_external_that_changes_shape_is_traced_again():
 def test_python_arguments_are_specialised_and_unhashable_ones_run_eagerly():
     cf = nt.compile(lambda x, k: x * k)
     x = rnd(3, names=("a",))
-    assert_close(cf(x, 2.0), x * 2.0)
-    assert_close(cf(x, 3.0), x * 3.0)
-    assert len(cf.cache) == 2
-    assert_close(cf(x, np.float32(4.0)), x * 4.0)
-    assert_close(nt.compile(lambda x, ks: x * ks[0])(x, [5.0]), x * 5.0)  # lists of numbers are trees
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_close(cf(x, 2.0), x * 2.0)
+        assert_close(cf(x, 3.0), x * 3.0)
+        assert_close(cf(x, np.float32(4.0)), x * 4.0)
+        assert_close(nt.compile(lambda x, ks: x * ks[0])(x, [5.0]), x * 5.0)  # lists of numbers are trees
+    assert len(cf.cache) == 3 and None not in cf.cache.values()
+    k = np.array([1.0, 2.0, 3.0], np.float32)  # an array is no part of a signature
+    with pytest.warns(UserWarning, match=r"runs eagerly: an argument is neither a tensor nor hashable"):
+        assert_close(cf(x, k), x * k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        assert_close(cf(x, k * 2), x * (k * 2))
+    assert len(cf.cache) == 3
+    with pytest.raises(RuntimeError, match=r"fullgraph=True\): an argument is neither"):
+        nt.compile(lambda x, k: x * k, fullgraph=True)(x, k)
+
+
+def test_a_chain_without_a_kernel_stays_as_its_ops():
+    pytest.importorskip("numba")
+    # erf's CPU formula is exact to float32 only: among float64 values the chain gets no kernel
+    x, y = rnd(5, names=("a",)), rnd(5, names=("a",), seed=1, dtype="float64")
+    cf, got = compiled_quietly(lambda x, y: x.erf() * y, x, y)
+    assert [n.op.name for n in program(cf).graph.nodes] == ["erf", "mul"]
+    assert_close(got, x.erf() * y, rtol=0, atol=0)
 
 
 # ----------------------------------------------------------------------------- eager fallback
@@ -410,6 +431,7 @@ def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce):
 def test_kernels_split_their_rows_among_threads(monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)  # every call is split
+    monkeypatch.setattr(numba_codegen, "_POOL", {})
     threads = nt.get_num_threads()
     nt.set_num_threads(3)
     try:
@@ -421,6 +443,7 @@ def test_kernels_split_their_rows_among_threads(monkeypatch):
             assert_close(g, e, rtol=1e-5, atol=1e-4)
         xg = x.detach().requires_grad_()
         assert_close(nt.grad(cf(xg, w)[0].sum(), xg)[0], nt.grad(fn(xg, w)[0].sum(), xg)[0], rtol=1e-6, atol=1e-6)
+        assert list(numba_codegen._POOL) == [3]  # the calls went to a pool of 3 threads (the caller's one)
     finally:
         nt.set_num_threads(threads)
 

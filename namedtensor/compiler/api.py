@@ -90,6 +90,7 @@ class CompiledFunction:
         self.cache: Dict[Tuple[Any, ...], Optional[Program]] = {}
         self.fallbacks: Dict[Tuple[Any, ...], str] = {}
         self._warned_limit = False
+        self._warned_unhashable = False
         self._trees: Dict[int, Any] = {}  # positional tensor arguments only: the tree of n of them
         code = getattr(fn, "__code__", None)
         self._cells = tuple(getattr(fn, "__closure__", None) or ())
@@ -128,8 +129,8 @@ class CompiledFunction:
             leaves, tree = flatten((args, kwargs))
         try:
             key = signature(leaves, tree, self._extra())
-        except TypeError:
-            return self._eager(None, "an argument that is neither a tensor nor hashable", args, kwargs)
+        except TypeError as e:
+            return self._unhashable(str(e), args, kwargs)
         program = self.cache.get(key, False)
         if program is False or (program is not None and program.externals and not program.guards_hold()):
             program = self._compile(key, leaves, tree)
@@ -165,9 +166,15 @@ class CompiledFunction:
         program = self.cache[key] = build(graph, report)
         return program
 
-    def _eager(self, key, why: str, args, kwargs) -> Any:
+    def _unhashable(self, why: str, args, kwargs) -> Any:
+        """A call with an argument that can be no part of a signature (an array, a set): eager, said once."""
+        message = (f"an argument is neither a tensor nor hashable ({why}), so it cannot be specialised into a "
+                   "graph; pass arrays as tensors")
         if self.fullgraph:
-            raise RuntimeError(f"nt.compile(fullgraph=True): {why}")
+            raise RuntimeError(f"nt.compile(fullgraph=True): {message}")
+        if not self._warned_unhashable:
+            self._warned_unhashable = True
+            warnings.warn(f"nt.compile: {_name(self.fn)} runs eagerly: {message}.", stacklevel=3)
         return self.fn(*args, **kwargs)
 
     def _limit_message(self, key) -> str:

@@ -29,7 +29,7 @@ from ..autograd.mode import is_grad_enabled
 from ..backends import get as backend_for, made as made_backends
 from ..backends.meta_backend import META, OBSERVER, DataDependentError, MetaArray
 from ..tensor import Tensor
-from .ir import RANDOM, ArrayOf, Derived, Graph, Node, Value, evaluate, map_leaves
+from .ir import ArrayOf, Derived, Graph, Node, Value, arrays_read, draws, evaluate, map_leaves
 
 __all__ = ["Untraceable", "flatten", "unflatten", "signature", "capture"]
 
@@ -157,10 +157,10 @@ class _Recorder:
             if not isinstance(recipe, Derived):
                 raise Untraceable(op, f"reads a tensor {t.names} computed outside the library's ops, which a "
                                       "graph cannot replay")
-            if _reads_values(recipe):
+            reads = arrays_read(recipe)
+            if reads or draws(recipe):
                 # made by backend functions from traced arrays (a weighted loss's picked weights): a node
                 # that makes it again at every call, outside autograd as the eager tensor is
-                reads = _arrays_read(recipe)
                 v = self.graph.new_value(t.names, a.shape, str(a.dtype), "op")
                 v.source = Node(Computed, tuple(reads), {"recipe": recipe}, (v,), t.names)
                 self.graph.nodes.append(v.source)
@@ -259,35 +259,6 @@ def capture(fn: Callable, leaves: List[Any], tree: Any) -> Graph:
     _classify_externals(graph)
     _make_constants(graph, leaves)
     return graph
-
-
-def _reads_values(recipe: Derived) -> bool:
-    """Whether a recipe reads traced arrays or draws random numbers (so it is no constant)."""
-    found = []
-
-    def walk(x: Any) -> Any:
-        if isinstance(x, ArrayOf) or (isinstance(x, Derived) and x.fn in RANDOM):
-            found.append(x)
-        if isinstance(x, Derived):
-            map_leaves((x.args, x.kwargs), walk, lambda p: isinstance(p, (ArrayOf, Derived)))
-        return x
-
-    walk(recipe)
-    return bool(found)
-
-
-def _arrays_read(recipe: Derived) -> List[Value]:
-    found: Dict[int, Value] = {}
-
-    def walk(x: Any) -> Any:
-        if isinstance(x, ArrayOf):
-            found.setdefault(x.value.id, x.value)
-        elif isinstance(x, Derived):
-            map_leaves((x.args, x.kwargs), walk, lambda p: isinstance(p, (ArrayOf, Derived)))
-        return x
-
-    walk(recipe)
-    return list(found.values())
 
 
 class Computed(Op):

@@ -21,7 +21,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .._internal import raw
 
-__all__ = ["Value", "Node", "Graph", "ArrayOf", "Derived", "RANDOM", "map_leaves", "evaluate"]
+__all__ = ["Value", "Node", "Graph", "ArrayOf", "Derived", "RANDOM", "map_leaves", "evaluate", "placeholders",
+           "draws", "arrays_read"]
 
 Names = Tuple[Optional[str], ...]
 
@@ -92,29 +93,16 @@ class Node:
 
     def computed_params(self) -> List[Any]:
         """The placeholders among the params (:class:`ArrayOf` and :class:`Derived`), outermost first."""
-        found: List[Any] = []
-
-        def walk(x: Any) -> None:
-            if isinstance(x, (ArrayOf, Derived)):
-                found.append(x)
-            if isinstance(x, (tuple, list)) and not isinstance(x, ArrayOf):
-                for y in x:
-                    walk(y)
-            elif isinstance(x, dict):
-                for y in x.values():
-                    walk(y)
-
-        walk(self.params)
-        return found
+        return placeholders(self.params)
 
     def draws(self) -> bool:
         """Whether the node draws random numbers at every call (dropout's mask)."""
-        return any(isinstance(p, Derived) and p.fn in RANDOM for p in self.computed_params())
+        return draws(self.params)
 
     def values_read(self) -> List[Value]:
         """The values this node reads: its tensor arguments and the arrays among its params."""
         read = [a for a in self.args if isinstance(a, Value)]
-        read.extend(p.value for p in self.computed_params() if isinstance(p, ArrayOf))
+        read.extend(arrays_read(self.params))
         return read
 
     def __repr__(self) -> str:
@@ -122,6 +110,35 @@ class Node:
         args = ", ".join(repr(a) for a in self.args)
         params = "".join(f", {k}={_short(v)}" for k, v in self.params.items())
         return f"{outs} = {self.op.name}({args}{params})"
+
+
+def placeholders(x: Any) -> List[Any]:
+    """The :class:`ArrayOf` and :class:`Derived` placeholders in params ``x``, outermost first, in the order
+    :func:`evaluate` meets them."""
+    found: List[Any] = []
+
+    def walk(y: Any) -> None:
+        if isinstance(y, (ArrayOf, Derived)):
+            found.append(y)
+        if isinstance(y, (tuple, list)):
+            for z in y:
+                walk(z)
+        elif isinstance(y, dict):
+            for z in y.values():
+                walk(z)
+
+    walk(x)
+    return found
+
+
+def draws(x: Any) -> bool:
+    """Whether params (or a recipe) ``x`` draw random numbers when evaluated."""
+    return any(isinstance(p, Derived) and p.fn in RANDOM for p in placeholders(x))
+
+
+def arrays_read(x: Any) -> List[Value]:
+    """The values whose arrays params (or a recipe) ``x`` read, each once, in the order of first reading."""
+    return list({p.value.id: p.value for p in placeholders(x) if isinstance(p, ArrayOf)}.values())
 
 
 def _short(v: Any) -> str:

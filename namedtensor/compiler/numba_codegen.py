@@ -59,7 +59,7 @@ def numba_available() -> bool:
         except ImportError:
             _NUMBA["module"] = None
             warnings.warn("nt.compile: fused CPU kernels need Numba (pip install 'named-tensors[jit]'); the "
-                          "compiled graphs run their fused groups op by op on NumPy meanwhile.", stacklevel=4)
+                          "compiled graphs fuse nothing on the CPU meanwhile.", stacklevel=4)
             return False
         _NUMBA["module"] = numba
     return _NUMBA["module"] is not None

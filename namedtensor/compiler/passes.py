@@ -172,11 +172,14 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
                 needed.update(a.id for a in m.args if isinstance(a, Value))
         out.extend(hoisted)
         rest = [m for m in run if m not in hoisted]
+        node = None
         if reduced or len(rest) >= 2 or (rest and alone(rest[0])):
-            out.append(_fused_node(rest, run_end, readers, returned, kernels_for))
-            groups += 1
-        else:
+            node = _fused_node(rest, run_end, readers, returned, kernels_for)
+        if node is None:
             out.extend(rest)
+        else:
+            out.append(node)
+            groups += 1
         run.clear()
 
     def ends_run(n: Node) -> bool:
@@ -235,7 +238,9 @@ def _joins(n: Node, run: List[Node]) -> bool:
 
 
 def _fused_node(run: List[Node], end: int, readers: Dict[int, int], returned: set,
-                kernels_for: Callable) -> Node:
+                kernels_for: Callable) -> Optional[Node]:
+    """The node of the fused op running ``run``, or None where no kernel could be made for it (a float32
+    formula among float64 values on the CPU): its nodes then stay as they are."""
     made = {n.outputs[0].id: j for j, n in enumerate(run)}
     inputs: List[Value] = []
     position: Dict[int, int] = {}
@@ -261,7 +266,10 @@ def _fused_node(run: List[Node], end: int, readers: Dict[int, int], returned: se
     leaving.sort(key=lambda j: run[j].outputs[0].dtype == "bool")
     chain = Chain(tuple(members), tuple(leaving))
     outputs = [run[j].outputs[0] for j in leaving]
-    op = fused(chain, *kernels_for(chain, inputs, outputs))
+    forward, backward = kernels_for(chain, inputs, outputs)
+    if not forward:
+        return None
+    op = fused(chain, forward, backward)
     names = outputs[0].names if len(outputs) == 1 else tuple(v.names for v in outputs)
     node = Node(op, tuple(inputs), {}, tuple(outputs), names)
     for v in outputs:

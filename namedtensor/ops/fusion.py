@@ -2,11 +2,10 @@
 
 A :class:`Chain` lists its members, each an op of the library with its arguments: the chain's own
 inputs (``("in", k)``), earlier members' outputs (``("tmp", j)``) and Python numbers.  ``fused(chain,
-kernel)`` makes the Op class that runs it.  Its forward calls ``kernel(B, arrays)`` (code generated for
-the whole chain, see ``namedtensor/compiler/formulas.py``) where the compiler made one for this backend,
-or else runs each member's own forward on the raw arrays, one after another.  Either way the names,
-dtypes and values are the members' own: the name rule of the fused op is that its outputs carry the
-names the members gave them.
+kernels)`` makes the Op class that runs it.  Its forward calls ``kernel(B, arrays)``, code generated for
+the whole chain for the graph's backend (see ``namedtensor/compiler/formulas.py``), which computes the
+members' values in their dtypes: the name rule of the fused op is that its outputs carry the names the
+members gave them.
 
 The backward recomputes instead of storing: the node saves only the chain's inputs.  Where the compiler
 generated a backward kernel for the backend (the chain's backward, written from the same formulas) and no
@@ -56,16 +55,6 @@ class Chain(NamedTuple):
 
 def _is_ref(a: Any) -> bool:
     return a.__class__ is tuple and len(a) == 2 and a[0] in ("in", "tmp")
-
-
-def _run_members(B, chain: Chain, arrays) -> tuple:
-    """The chain on raw arrays, each member by its own forward (the path without a generated kernel)."""
-    tmp = []
-    for m in chain.members:
-        args = [(arrays[a[1]] if a[0] == "in" else tmp[a[1]]) if _is_ref(a) else a for a in m.args]
-        out = m.op.forward(B, *args, **m.params)
-        tmp.append(out[0] if m.op.stashes else out)
-    return tuple(tmp[j] for j in chain.outputs)
 
 
 def _replay(chain: Chain, inputs) -> list:
@@ -118,20 +107,23 @@ def _kernel_backward(node, grads, kernel: Callable) -> tuple:
     return tuple(out)
 
 
-def fused(chain: Chain, kernels: Optional[Dict[str, Callable]] = None,
-          backward_kernels: Optional[Dict[str, Callable]] = None) -> type:
+def fused(chain: Chain, kernels: Dict[str, Callable], backward_kernels: Optional[Dict[str, Callable]] = None) -> type:
     """The Op class that runs ``chain`` (one output per entry of ``chain.outputs``).  ``kernels`` maps a
-    backend's name to ``kernel(B, arrays) -> tuple of arrays`` computing the same outputs; backends
-    without one run the members' forwards.  ``backward_kernels`` maps a backend's name to
-    ``kernel(B, input arrays, output gradients) -> one gradient array or None per input``, which the
-    backward runs when it builds no graph (else it recomputes through the members' own backwards)."""
-    kernels = dict(kernels or {})
+    backend's name to ``kernel(B, arrays) -> tuple of arrays`` computing the same outputs (a fused op
+    exists for the backends that have one: without a kernel its members are better run as themselves).
+    ``backward_kernels`` maps a backend's name to ``kernel(B, input arrays, output gradients) -> one
+    gradient array or None per input``, which the backward runs when it builds no graph (else it
+    recomputes through the members' own backwards)."""
+    kernels = dict(kernels)
     backward_kernels = dict(backward_kernels or {})
     n_in = 1 + max((a[1] for m in chain.members for a in m.args if _is_ref(a) and a[0] == "in"), default=-1)
 
     def forward(B, *arrays):
         kernel = kernels.get(B.name)
-        outs = _run_members(B, chain, arrays) if kernel is None else kernel(B, arrays)
+        if kernel is None:
+            raise NotImplementedError(f"fused[{chain.label()}]: no kernel was generated for the {B.name} backend "
+                                      f"(the graph was compiled for {', '.join(kernels)}).")
+        outs = kernel(B, arrays)
         return outs if len(outs) > 1 else outs[0]
 
     def backward(node, *grads):
