@@ -13,6 +13,7 @@ import pytest
 
 import namedtensor as nt
 from namedtensor import nn
+from namedtensor.backends import numpy_kernels
 from namedtensor.compiler import cuda_codegen, numba_codegen
 from namedtensor.nn import functional as F
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
@@ -372,12 +373,13 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
     numba = pytest.importorskip("numba")
     from scipy.special import erf
 
-    from namedtensor.compiler import numba_math
+    from namedtensor.backends import numba_math
 
     @numba.njit(error_model="numpy")
     def each(fn_index, a, out):  # the kernels' own error model
         for i in range(a.shape[0]):
             out[i] = numba_math.exp(a[i]) if fn_index == 0 else numba_math.tanh(a[i]) if fn_index == 1 \
+                else numba_math.exp32(a[i]) if fn_index == 2 else numba_math.tanh32(a[i]) if fn_index == 3 \
                 else numba_math.erf32(a[i])
 
     specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-300, -1e-12, 5e-324])
@@ -394,12 +396,25 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
     nonzero = np.isfinite(want) & (want != 0)
     assert np.max(np.abs(out[nonzero] - want[nonzero]) / np.abs(want[nonzero])) < 2e-14
     np.testing.assert_array_equal(out[-8:-2], want[-8:-2])
-    x32 = np.concatenate([np.linspace(-6, 6, 200001), specials[:5]]).astype(np.float32).astype(np.float64)
+
+    # the float32 functions, in float32 ulps of the exact (float64) answer, subnormal results included
+    specials32 = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-12, 1e-45], dtype=np.float32)
+    x32 = np.concatenate([np.linspace(-104, 89, 200001), np.linspace(-10, 10, 200001)]).astype(np.float32)
+    x32 = np.concatenate([x32, specials32])
     out32 = np.empty_like(x32)
-    each(2, x32, out32)
-    want = erf(x32)
-    assert np.nanmax(np.abs(out32 - want)) < 2e-7  # about 1 float32 ulp near 1
-    np.testing.assert_array_equal(out32[-5:], want[-5:])
+    wide = x32.astype(np.float64)
+    for fn_index, exact, bound in ((2, np.exp, 1.0), (3, np.tanh, 8.0), (4, erf, 8.0)):
+        each(fn_index, x32, out32)
+        with np.errstate(over="ignore"):
+            want = exact(wide)
+            ulp = np.spacing(np.abs(want.astype(np.float32))).astype(np.float64)
+        finite = np.isfinite(want) & (np.abs(want) < 3e38)
+        error = np.abs(out32[finite].astype(np.float64) - want[finite])
+        tiny = np.abs(wide[finite]) < 1e-30  # erf(x) = 2x/sqrt(pi) there, in subnormals for erf32
+        assert np.max(error[~tiny] / ulp[finite][~tiny]) <= bound, fn_index
+        if fn_index > 2:
+            assert np.max(error) < 5e-7
+        np.testing.assert_array_equal(out32[-8:-3], want[-8:-3].astype(np.float32))
 
 
 @pytest.mark.parametrize("reduce", ["sum last", "mean last two", "sum all", "mean keepdim", "sum first"])
@@ -431,7 +446,7 @@ def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce):
 def test_kernels_split_their_rows_among_threads(monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)  # every call is split
-    monkeypatch.setattr(numba_codegen, "_POOL", {})
+    monkeypatch.setattr(numpy_kernels, "_pool", None)
     threads = nt.get_num_threads()
     nt.set_num_threads(3)
     try:
@@ -443,7 +458,7 @@ def test_kernels_split_their_rows_among_threads(monkeypatch):
             assert_close(g, e, rtol=1e-5, atol=1e-4)
         xg = x.detach().requires_grad_()
         assert_close(nt.grad(cf(xg, w)[0].sum(), xg)[0], nt.grad(fn(xg, w)[0].sum(), xg)[0], rtol=1e-6, atol=1e-6)
-        assert list(numba_codegen._POOL) == [3]  # the calls went to a pool of 3 threads (the caller's one)
+        assert numpy_kernels._pool._max_workers == 3  # the calls went to the backend's pool of 3 threads
     finally:
         nt.set_num_threads(threads)
 
@@ -492,3 +507,123 @@ def test_a_node_that_reads_none_of_a_run_does_not_end_it():
     assert [n.op.name for n in program(cf).graph.nodes] == ["matmul", "fused[mul+sub+maximum+mul]", "mul"]
     for g, e in zip(nt.grad(got[0].sum() + got[1].sum(), [x, w]), nt.grad(want[0].sum() + want[1].sum(), [x, w])):
         assert_close(g, e, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("centered, with_w, with_b", [(True, True, True), (True, False, False), (True, True, False),
+                                                      (False, True, False), (False, False, False)])
+@pytest.mark.parametrize("parts", [1, 3])
+def test_row_kernels_match_the_backends(monkeypatch, dtype, centered, with_w, with_b, parts):
+    pytest.importorskip("numba")
+    from namedtensor.backends import numpy_kernels
+    from namedtensor.backends import numba_kernels
+
+    if parts > 1:
+        monkeypatch.setattr(numba_kernels, "_PARALLEL_FROM", 1)
+        monkeypatch.setattr(numba_kernels, "get_num_threads", lambda: parts)
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((7, 5, 33)) * 3 + 1).astype(dtype)
+    g = rng.standard_normal((7, 5, 33)).astype(dtype)
+    w = rng.standard_normal(33).astype(dtype) if with_w else None
+    b = rng.standard_normal(33).astype(dtype) if with_b else None
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == "float32" else dict(rtol=1e-12, atol=1e-12)
+    got = numba_kernels.norm_rows(x, 33, w, b, 1e-5, centered)
+    want = numpy_kernels.norm_rows(x, 33, w, b, 1e-5, centered)
+    for a, e in zip(got, want):
+        if e is None:
+            assert a is None
+            continue
+        assert a.dtype == e.dtype and a.shape == e.shape
+        np.testing.assert_allclose(a, e, **tol)
+    _, mean, rstd = want
+    wants = (True, with_w, with_b and centered)
+    got = numba_kernels.norm_rows_backward(x, 33, mean, rstd, w, g, *wants)
+    want = numpy_kernels.norm_rows_backward(x, 33, mean, rstd, w, g, *wants)
+    for wanted, a, e in zip(wants, got, want):
+        assert (a is None) == (not wanted)
+        if wanted:
+            assert a.dtype == e.dtype and a.shape == e.shape
+            np.testing.assert_allclose(a, e, **tol)
+
+
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_compiled_norms_run_the_generated_row_kernels(norm):
+    pytest.importorskip("numba")
+    x = rnd(4, 6, 16, names=("batch", "seq", "embed"), dtype="float64").requires_grad_()
+    w = rnd(16, names=("embed",), seed=1, dtype="float64").requires_grad_()
+    b = rnd(16, names=("embed",), seed=2, dtype="float64").requires_grad_()
+
+    def fn(x, w, b):
+        h = x * 2.0 + b
+        if norm == "layer":
+            return F.layer_norm(h, dim="embed", weight=w, bias=b)
+        return F.rms_norm(h, dim="embed", weight=w)
+
+    cf, got = compiled_quietly(fn, x, w, b)
+    assert "row kernels: 1" in cf.explain()
+    assert [n.params.get("rows") for n in program(cf).graph.nodes if n.op.row_kernels][0].__name__ \
+        == "namedtensor.backends.numba_kernels"
+    want = fn(x, w, b)
+    assert got.names == want.names
+    assert_close(got, want, rtol=1e-12, atol=1e-12)
+    inputs = (x, w, b) if norm == "layer" else (x, w)
+    g = rnd(4, 6, 16, names=("batch", "seq", "embed"), seed=3, dtype="float64")
+    for a, e in zip(nt.grad(got, inputs, g), nt.grad(want, inputs, g)):
+        assert_close(a, e, rtol=1e-12, atol=1e-12)
+    assert gradcheck(cf, x, w, b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("parts", [1, 2])
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_softmax_kernel_matches_the_backends(monkeypatch, dtype, parts, masked):
+    pytest.importorskip("numba")
+    from namedtensor.backends import cpu
+    from namedtensor.backends import numba_kernels
+
+    if parts > 1:
+        monkeypatch.setattr(numba_kernels, "_PARALLEL_FROM", 1)
+        monkeypatch.setattr(numba_kernels, "get_num_threads", lambda: parts)
+    B = cpu()
+    rng = np.random.default_rng(0)
+    scores = (rng.standard_normal((3, 4, 9, 7)) * 4).astype(dtype)  # (batch, head, key, query)
+    if masked:
+        scores[0, 0, :, 2] = -np.inf  # a query with no key to attend
+        scores[1, 2, 4, 3] = -np.inf
+        scores[2, 1, :, 5] = np.inf
+    scores[2, 3, 1, 0] = np.nan
+    tol = dict(rtol=1e-5, atol=1e-7) if dtype == "float32" else dict(rtol=1e-13, atol=1e-15)
+    e, inv = numba_kernels.softmax_columns(scores.copy(), masked)
+    e_want, inv_want = B.softmax_columns(scores.copy(), masked)
+    assert e.dtype == inv.dtype == np.dtype(dtype) and inv.shape == inv_want.shape == (3, 4, 1, 7)
+    np.testing.assert_allclose(e, e_want, **tol)  # NaNs in the same places
+    np.testing.assert_allclose(inv, inv_want, **tol)
+    if masked:
+        assert np.all(e[0, 0, :, 2] == 0) and inv[0, 0, 0, 2] == 1
+    d = rng.standard_normal(scores.shape).astype(dtype)
+    c = rng.standard_normal((3, 4, 1, 7)).astype(dtype)
+    got = numba_kernels.softmax_columns_backward(d.copy(), e_want, c)
+    np.testing.assert_allclose(got, B.softmax_columns_backward(d.copy(), e_want, c), **tol)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_compiled_attention_runs_the_generated_softmax(causal):
+    pytest.importorskip("numba")
+    q = rnd(2, 3, 5, 4, names=("batch", "head", "seq", "dim"), dtype="float64").requires_grad_()
+    k = rnd(2, 3, 6, 4, names=("batch", "head", "key", "dim"), seed=1, dtype="float64").requires_grad_()
+    v = rnd(2, 3, 6, 4, names=("batch", "head", "key", "dim"), seed=2, dtype="float64").requires_grad_()
+    if causal:
+        k, v = k[{"key": slice(0, 5)}].detach().requires_grad_(), v[{"key": slice(0, 5)}].detach().requires_grad_()
+
+    def fn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dim="dim", key_dim="key") * 2.0
+
+    cf, got = compiled_quietly(fn, q, k, v)
+    assert "row kernels: 1" in cf.explain()
+    want = fn(q, k, v)
+    assert got.names == want.names
+    assert_close(got, want, rtol=1e-12, atol=1e-12)
+    g = nt.randn(*want.shape, names=want.names, dtype="float64")
+    for a, e in zip(nt.grad(got, (q, k, v), g), nt.grad(want, (q, k, v), g)):
+        assert_close(a, e, rtol=1e-11, atol=1e-12)
+    assert gradcheck(cf, q, k, v)

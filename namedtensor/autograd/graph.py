@@ -51,6 +51,9 @@ class Op:
     #: the backward follows PyTorch's convention for complex operands (docs/design.md, "Autograd"); an op
     #: without it refuses to record a graph through complex tensors rather than give wrong gradients
     complex_grad = False
+    #: the op takes a ``rows`` param: what runs the backend's row hooks (``norm_rows``...) in the backend's
+    #: place (None: the backend); nt.compile passes its generated CPU kernels
+    row_kernels = False
 
     @staticmethod
     def forward(B, *arrays, **params):  # pragma: no cover - every op overrides

@@ -202,6 +202,33 @@ class Backend:
             gx = self.reshape(inner * rstd, shape)
         return gx, gw, gb
 
+    def softmax_columns(self, e, masked: bool):
+        """Attention's softmax over the keys of key-major scores ``e`` (float, ``(..., key, query)``), left
+        unnormalised: ``(exp(e - top), 1 / total)``, ``top`` each column's max and ``total`` the column's
+        sum of exponentials, shape ``(..., 1, query)``.  With ``masked``, a column with no finite score (a
+        query with no key to attend) has ``top`` 0 and ``total`` 1, so its weights are 0.  ``e`` is the
+        caller's temporary: the exponentials may be written over it."""
+        n_key = e.shape[-2]
+        top = self.max(e, axis=-2, keepdims=True) if n_key else self.zeros(e.shape[:-2] + (1, e.shape[-1]), dtype=e.dtype)
+        if masked:
+            top = self.where(self.isfinite(top), top, self.zeros_like(top))
+        if self.supports_out:
+            e = self.exp(self.subtract(e, top, out=e), out=e)
+        else:
+            e = self.exp(e - top)
+        total = self.sum(e, axis=-2, keepdims=True)
+        if masked:
+            total = self.where(self.equal(total, 0.0), self.ones_like(total), total)
+        return e, 1.0 / total
+
+    def softmax_columns_backward(self, d, e, c):
+        """``(d - c) * e``, the scores' gradient from the weights' gradient ``d`` (key-major), the
+        exponentials ``e`` of :meth:`softmax_columns` and ``c`` of shape ``(..., 1, query)``; ``d`` is the
+        caller's temporary and may be written over."""
+        if self.supports_out:
+            return self.multiply(self.subtract(d, c, out=d), e, out=d)
+        return (d - c) * e
+
     def conv(self, x, w, stride, padding, dilation, groups: int):
         """The N-d convolution (cross-correlation) of ``x`` ``(N, C, *S)`` with ``w`` ``(O, C // groups,
         *kernel)``: im2col (one strided slice per kernel offset) and one batched matrix product per group.

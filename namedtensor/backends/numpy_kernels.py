@@ -79,6 +79,28 @@ def get_num_threads() -> int:
     return _threads
 
 
+def _shared_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_threads, thread_name_prefix="namedtensor-kernel")
+        return _pool
+
+
+def split(parts: int, count: int, fn, *args) -> None:
+    """``fn(first, last, *args)`` over ``count`` tasks, split among ``parts`` threads (at most
+    :func:`get_num_threads`; the caller's is one): for kernels that release the GIL (Numba's)."""
+    if parts <= 1:
+        fn(0, count, *args)
+        return
+    bounds = [count * k // parts for k in range(parts + 1)]
+    pool = _shared_pool()
+    running = [pool.submit(fn, bounds[k], bounds[k + 1], *args) for k in range(1, parts)]
+    fn(bounds[0], bounds[1], *args)
+    for r in running:
+        r.result()
+
+
 def run_blocks(n: int, work, n_scratch: int, dtype) -> None:
     """Call ``work(i, j, scratch)`` for consecutive blocks ``[i, j)`` covering ``range(n)``, each thread
     on a contiguous run of blocks with its own ``n_scratch`` scratch buffers of ``dtype``."""
@@ -94,11 +116,7 @@ def run_blocks(n: int, work, n_scratch: int, dtype) -> None:
     if workers <= 1:
         run(0, n)
         return
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(_threads, thread_name_prefix="namedtensor-kernel")
-        pool = _pool
+    pool = _shared_pool()
     per = -(-n_blocks // workers) * BLOCK
     futures = [pool.submit(run, lo, min(lo + per, n)) for lo in range(per, n, per)]
     run(0, min(per, n))  # the calling thread takes the first run

@@ -79,6 +79,13 @@ def kernels_on(backend: str) -> Callable:
     return kernels
 
 
+def _row_kernels():
+    """The Numba kernels of the NumPy backend's row hooks, imported (with Numba) when first needed."""
+    from ..backends import numba_kernels
+
+    return numba_kernels
+
+
 class CompiledFunction:
     """What ``nt.compile(fn)`` returns: call it as ``fn``.  ``explain()`` describes what was compiled."""
 
@@ -162,7 +169,7 @@ class CompiledFunction:
         cpu_kernels = fusible is not None and backend == "numpy"
         report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(
             g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
-            absorbs=absorbs))
+            absorbs=absorbs), rows=_row_kernels() if cpu_kernels else None)
         program = self.cache[key] = build(graph, report)
         return program
 

@@ -6,16 +6,17 @@ output's shape (NumPy's views with zero strides), so one kernel serves every bro
 takes a range of those tasks and releases the GIL: calls with less work than ``_PARALLEL_FROM`` (the
 output's elements times the chain's weight) run on the calling thread (handing work to threads costs
 more), larger ones are split among
-``nt.get_num_threads()`` threads of a pool (Numba's own parallel loops would double the compile time).
+``nt.get_num_threads()`` threads of the NumPy backend's pool (Numba's own parallel loops would double
+the compile time).
 
 Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, tanh and erf come from
-numba_math.py): a call of the C library's log or sin per element is several times slower than NumPy's
+backends/numba_math.py): a call of the C library's log or sin per element is several times slower than NumPy's
 vectorized loops, so graphs leave such ops unfused.
 
 The source goes to a file under :func:`cache_dir` named by its hash, and Numba caches its machine code
 beside it (``cache=True``), so a second process loads the kernels compiled by the first.  Without Numba
-(the ``jit`` extra) there are no CPU kernels: :func:`numba_available` says so once, and fused ops run
-their members one by one on NumPy.
+(the ``jit`` extra) there are no CPU kernels: :func:`numba_available` says so once, and graphs fuse
+nothing on the CPU.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import hashlib
 import importlib.util
 import math
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -31,6 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .. import _dtypes
 from ..backends import get_num_threads
+from ..backends.numpy_kernels import split
 from ..ops.fusion import Chain
 from . import formulas
 from .ir import Value
@@ -43,9 +46,9 @@ _CHUNK = 2048  # elements of a row per task
 #: among threads: handing parts to a pool costs tens of microseconds, a vectorized add of an element
 #: about a hundredth of a nanosecond
 _PARALLEL_FROM = 1 << 24
-_MATH = Path(__file__).with_name("numba_math.py")
+_MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
 _HEAD = ["import numpy as np", "from math import expm1, log, log1p, sqrt, sin, cos, fabs, pow",
-         "from namedtensor.compiler.numba_math import exp, tanh, erf32 as erf",
+         "from namedtensor.backends.numba_math import exp, tanh, exp32, tanh32, erf32",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
@@ -74,6 +77,22 @@ def cache_dir() -> Path:
     return path
 
 
+#: a float literal of a formula's text that is not yet typed
+_LITERAL = re.compile(r"(?<!float32\()(?<!float64\()(?<![\w.])(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
+_FLOAT32_MATH = re.compile(r"\b(exp|tanh|erf)\(")
+
+
+def _statement(var: str, dtype: str, expr: str) -> str:
+    """``var = expr`` converted to ``dtype``.  A float32 statement computes in float32, as NumPy's float32
+    loops do: its literals become float32 (Numba types a bare ``0.5`` as float64, which would widen the
+    whole expression) and it calls numba_math's float32 functions."""
+    if dtype == "bool":
+        return f"{var} = {expr}"
+    if dtype == "float32":
+        expr = _FLOAT32_MATH.sub(r"\g<1>32(", _LITERAL.sub(r"float32(\1)", expr))
+    return f"{var} = {dtype}({expr})"
+
+
 def _source(ins: List[str], outs: List[str], lines: List[formulas.Statement], results: List[str], ndim: int) -> str:
     """A Numba function ``kernel(first, last, *arrays)`` of the arrays ``a_<name>`` of ``ins`` then ``outs``
     (all of the output's shape), computing ``lines`` per element (an input's element is its name) and
@@ -92,7 +111,7 @@ def _source(ins: List[str], outs: List[str], lines: List[formulas.Statement], re
     body += [f"        s_{name} = a_{name}[{index}]" for name in ins + outs]
     body.append("        for c in range(n):")
     body += [f"            {name} = s_{name}[c]" for name in ins]
-    body += [f"            {var} = {expr if dtype == 'bool' else f'{dtype}({expr})'}" for var, dtype, expr in lines]
+    body += [f"            {_statement(*line)}" for line in lines]
     body += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
     args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins + outs])
     return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy')", f"def kernel({args}):", *body, ""])
@@ -119,7 +138,7 @@ def _reduce_source(ins: List[str], lines: List[formulas.Statement], result: str,
     body += [f"{pad}s_{name} = a_{name}[{index}]" for name in ins]
     body.append(f"{pad}for c in range(s_{ins[0]}.shape[0]):")
     body += [f"{pad}    {name} = s_{name}[c]" for name in ins]
-    body += [f"{pad}    {var} = {expr if dt == 'bool' else f'{dt}({expr})'}" for var, dt, expr in lines]
+    body += [f"{pad}    {_statement(*line)}" for line in lines]
     body.append(f"{pad}    acc += {result}")
     if mean:
         count = " * ".join(f"{shape}[{d}]" for d in range(ndim - k, ndim))
@@ -128,18 +147,6 @@ def _reduce_source(ins: List[str], lines: List[formulas.Statement], result: str,
     args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_out"])
     return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy', fastmath={'reassoc'})",
                               f"def kernel({args}):", *body, ""])
-
-
-def _split(parts: int, count: int, fn: Callable, *args) -> None:
-    """``fn(first, last, *args)`` over ``count`` tasks, split among ``parts`` threads (the caller's one)."""
-    if parts <= 1:
-        fn(0, count, *args)
-        return
-    bounds = [count * k // parts for k in range(parts + 1)]
-    running = [_pool(parts).submit(fn, bounds[k], bounds[k + 1], *args) for k in range(1, parts)]
-    fn(bounds[0], bounds[1], *args)
-    for r in running:
-        r.result()
 
 
 def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
@@ -160,7 +167,7 @@ def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
     def kernel(B, arrays):
         xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
         out = B.empty((count,), dtype=B.native(out_dtype))
-        _split(min(get_num_threads(), count) if big else 1, count, module.kernel, *xs, out)
+        split(min(get_num_threads(), count) if big else 1, count, module.kernel, *xs, out)
         return (B.reshape(out, shape),)
 
     return kernel
@@ -188,19 +195,6 @@ def _reducing_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[
 def tasks(shape) -> int:
     """How many tasks (chunks of rows) a kernel's loop has for an output of ``shape`` (at least 1-D)."""
     return math.prod(shape[:-1]) * -(-shape[-1] // _CHUNK)
-
-
-_POOL: Dict[int, Any] = {}
-
-
-def _pool(n: int):
-    """A pool of ``n - 1`` threads (the caller is the n-th), kept for the process."""
-    pool = _POOL.get(n)
-    if pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = _POOL[n] = ThreadPoolExecutor(n - 1, thread_name_prefix="nt-kernel")
-    return pool
 
 
 def _load(source: str):
@@ -239,7 +233,7 @@ def _runner(module, shape, out_dtypes: List[str], work: int) -> Callable:
         xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
         outs = [B.empty(full, dtype=d) for d in native]
         if big:
-            _split(min(get_num_threads(), count), count, kernel, *xs, *outs)
+            split(min(get_num_threads(), count), count, kernel, *xs, *outs)
         else:
             kernel(0, count, *xs, *outs)
         return tuple(outs) if full == shape else tuple([B.reshape(o, shape) for o in outs])

@@ -1,4 +1,5 @@
-"""The passes over a traced graph: dead code, common subexpressions, constants, elementwise fusion.
+"""The passes over a traced graph: dead code, common subexpressions, constants, elementwise fusion,
+Numba row kernels.
 
 Every pass takes a :class:`~namedtensor.compiler.ir.Graph` and rewrites it in place.  A traced graph
 is pure (in-place writes, backward passes and random draws refuse to trace; see capture.py), so a node
@@ -8,7 +9,8 @@ when it reads constants only.
 Fusion groups consecutive elementwise nodes whose outputs have one shape into one node of a fused
 op (``namedtensor/ops/fusion.py``), with a kernel generated for the whole group where the code
 generators know every member (formulas.py); a group's outputs are the members' values that something
-after it reads.
+after it reads.  Ops that run the backend's row hooks (``Op.row_kernels``: LayerNorm, RMSNorm) are
+given Numba kernels (backends/numba_kernels.py) in the backend's place (their ``rows`` param).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from .formulas import COMPOSITE, broadcast_shape
 from .ir import ArrayOf, Graph, Node, Value, map_leaves
 
 __all__ = ["eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants", "fuse_elementwise",
-           "optimize"]
+           "use_row_kernels", "optimize"]
 
 
 def _rewrite(graph: Graph, replace: Dict[int, Value]) -> None:
@@ -277,7 +279,19 @@ def _fused_node(run: List[Node], end: int, readers: Dict[int, int], returned: se
     return node
 
 
-def optimize(graph: Graph, fuse: Optional[Callable[[Graph], int]] = None) -> Dict[str, int]:
+def use_row_kernels(graph: Graph, rows: Any, dtypes=("float32", "float64")) -> int:
+    """Hand ``rows`` (an object with the backend's row hooks) to the nodes of ops that take it, on inputs
+    of ``dtypes``; returns how many."""
+    count = 0
+    for n in graph.nodes:
+        x = n.args[0] if n.args else None
+        if n.op.row_kernels and isinstance(x, Value) and x.dtype in dtypes:
+            n.params = dict(n.params, rows=rows)
+            count += 1
+    return count
+
+
+def optimize(graph: Graph, fuse: Optional[Callable[[Graph], int]] = None, rows: Any = None) -> Dict[str, int]:
     """The passes in order; returns what each did (for ``explain()``)."""
     report = {"nodes traced": len(graph.nodes)}
     report["constants folded"] = fold_constants(graph)
@@ -285,5 +299,7 @@ def optimize(graph: Graph, fuse: Optional[Callable[[Graph], int]] = None) -> Dic
     report["dead nodes dropped"] = eliminate_dead_code(graph)
     if fuse is not None:
         report["fused groups"] = fuse(graph)
+    if rows is not None:
+        report["row kernels"] = use_row_kernels(graph, rows)
     report["nodes run"] = len(graph.nodes)
     return report

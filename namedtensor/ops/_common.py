@@ -80,6 +80,11 @@ class _Rename(Op):
         return (with_names(g, node.in_names[0]),)
 
 
+def row_hooks(B, rows):
+    """What runs an op's row kernels (``Op.row_kernels``): its ``rows`` param when given, else the backend."""
+    return B if rows is None else rows
+
+
 def with_names(t: Tensor, names) -> Tensor:
     """``t`` with ``names`` (already validated), differentiably; ``t`` itself when they are equal."""
     if t._names == names:

@@ -13,7 +13,8 @@ The op brings the operands to working layouts, ``(batch..., seq, dim)`` for q an
 ``(batch..., key_dim, feature)`` for k and v (permuted views, with size-1 dims for the batch dims
 they lack), so each product is one batched matmul.  The scores are computed key-major,
 ``(batch..., key, seq)``: the softmax then reduces along the second-to-last axis, which NumPy
-vectorises across the contiguous rows (reducing along the last axis is ~2.5x slower).  The forward
+vectorises across the contiguous rows (reducing along the last axis is ~2.5x slower); the backend's
+``softmax_columns`` (or the ``rows`` param's: nt.compile's Numba kernel) takes it.  The forward
 keeps the unnormalised exponentials and divides only the small output by their sums.  A query
 with no key to attend gets zero weights and a zero output.
 
@@ -35,7 +36,7 @@ from typing import Optional, Tuple, Union
 from .. import _names, backends
 from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
-from ._common import int_sizes, inverse_permutation, sum_to, tensor_arg, with_names
+from ._common import int_sizes, inverse_permutation, row_hooks, sum_to, tensor_arg, with_names
 from .elementwise import where
 from .naming import _permute
 from .shape import _reshape
@@ -117,10 +118,6 @@ def _imul(B, x, y):
     return B.multiply(x, y, out=x) if B.supports_out and _fits(getattr(y, "shape", ()), x.shape) else B.multiply(x, y)
 
 
-def _isub(B, x, y):
-    return B.subtract(x, y, out=x) if B.supports_out and _fits(y.shape, x.shape) else B.subtract(x, y)
-
-
 def _iadd(B, x, y):
     return B.add(x, y, out=x) if B.supports_out and _fits(y.shape, x.shape) else B.add(x, y)
 
@@ -173,15 +170,7 @@ def _forward(B, q, k, v, mask, prm):
     if allowed is not None:  # adding 0 / -inf (an array the mask's size) spares a pass writing a new array
         e = _iadd(B, e, B.where(allowed, B.zeros((), dtype=e.dtype), B.full((), -math.inf, dtype=e.dtype)))
     masked = mask is not None or prm["is_causal"] or n_key == 0  # (no key at all: every query fully masked)
-    top = B.max(e, axis=-2, keepdims=True) if n_key else B.zeros(e.shape[:-2] + (1, n_query), dtype=e.dtype)
-    if masked:  # a query with no key to attend has only -inf: subtracting 0 keeps them, and exp gives 0
-        top = B.where(B.isfinite(top), top, B.zeros_like(top))
-    e = _isub(B, e, top)
-    e = B.exp(e, out=e) if B.supports_out else B.exp(e)
-    total = B.sum(e, axis=-2, keepdims=True)
-    if masked:  # ... and their sum 0: dividing by 1 gives zero weights
-        total = B.where(B.equal(total, 0.0), B.ones_like(total), total)
-    inv = 1.0 / total
+    e, inv = row_hooks(B, prm.get("rows")).softmax_columns(e, masked)
     keep = None
     kept = e
     scale_out = inv
@@ -207,6 +196,7 @@ class _Attention(Op):
     saves = (0, 1, 2, 3)
     saves_output = True  # the backward needs the output; saving it also catches in-place edits of it
     stashes = True
+    row_kernels = True  # the softmax: B.softmax_columns
 
     @staticmethod
     def forward(B, q, k, v, mask, **prm):
@@ -318,8 +308,8 @@ def _scores_grad_fast(B, v, out, g, g_weights, weights_out, prm, stash):
         d = _iadd(B, d, B.multiply(_swap(B, g_weights._data), inv))
     if keep is not None:
         d = _imul(B, _imul(B, d, keep), c)
-    d = _isub(B, d, B.multiply(_swap(B, row), inv))
-    d = _imul(B, d, e)  # dS^T = P^T * (dP^T - rowsum)
+    # dS^T = P^T * (dP^T - rowsum)
+    d = row_hooks(B, prm.get("rows")).softmax_columns_backward(d, e, B.multiply(_swap(B, row), inv))
     if keep is None:
         w, g_v = e, g_inv
     else:

@@ -11,7 +11,8 @@ them and the saved input on raw arrays when no graph of the gradient is wanted, 
 differentiable tensor ops otherwise (for gradients of gradients).  When the normalised dims are the
 last ones of a row-major input (the usual case: ``embed`` last), the input is a matrix of rows and
 the forward and that raw backward are the backend's fused row kernels (``B.norm_rows``,
-``B.norm_rows_backward``).  Otherwise they are steps on whole arrays, whose per-row sums of products
+``B.norm_rows_backward``), or those of the ``rows`` param when it is given (nt.compile's Numba
+kernels).  Otherwise they are steps on whole arrays, whose per-row sums of products
 (the variance, ``mean(u xhat)``) are einsums when the normalised dims are the last ones: one pass,
 no temporary.
 """
@@ -25,7 +26,7 @@ from typing import Any, Hashable, NamedTuple, Optional, Sequence, Tuple, Union
 from .. import _dtypes, _names
 from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
-from ._common import inverse_permutation, tensor_arg, with_names
+from ._common import inverse_permutation, row_hooks, tensor_arg, with_names
 from ._fused import into, require_floating, same_dtype
 from .naming import _permute
 from .shape import _reshape
@@ -190,7 +191,7 @@ def _grads_raw(node, g: Tensor, x: Tensor, w: Optional[Tensor], mu, rstd, center
     wants = [e is not None for e in node.edges] + [False]  # rms_norm has no bias
     if _fused(B, x._data, plan):
         rows = (math.prod(plan.keep),)
-        gx, gw, gb = B.norm_rows_backward(
+        gx, gw, gb = row_hooks(B, node.params.get("rows")).norm_rows_backward(
             x._data, plan.n, None if mu is None else B.reshape(mu, rows), B.reshape(rstd, rows),
             _row_raw(B, None if w is None else w._data, plan.wperm, plan), g._data, *wants[:3])
         if gx is not None:
@@ -263,11 +264,12 @@ class _LayerNorm(Op):
     name = "layer_norm"
     saves = (0, 1)
     stashes = True
+    row_kernels = True
 
     @staticmethod
-    def forward(B, x, w, b, *, plan, eps):
+    def forward(B, x, w, b, *, plan, eps, rows=None):
         if _fused(B, x, plan):
-            y, mu, rstd = B.norm_rows(x, plan.n, _row_raw(B, w, plan.wperm, plan),
+            y, mu, rstd = row_hooks(B, rows).norm_rows(x, plan.n, _row_raw(B, w, plan.wperm, plan),
                                       _row_raw(B, b, plan.bperm, plan), eps, True)
             return y, (B.reshape(mu, plan.keep), B.reshape(rstd, plan.keep))
         mu = B.mean(x, axis=plan.axes, keepdims=True)
@@ -320,11 +322,12 @@ class _RMSNorm(Op):
     name = "rms_norm"
     saves = (0, 1)
     stashes = True
+    row_kernels = True
 
     @staticmethod
-    def forward(B, x, w, *, plan, eps):
+    def forward(B, x, w, *, plan, eps, rows=None):
         if _fused(B, x, plan):
-            y, _, rstd = B.norm_rows(x, plan.n, _row_raw(B, w, plan.wperm, plan), None, eps, False)
+            y, _, rstd = row_hooks(B, rows).norm_rows(x, plan.n, _row_raw(B, w, plan.wperm, plan), None, eps, False)
             return y, B.reshape(rstd, plan.keep)
         rstd = 1 / B.sqrt(_row_mean(B, x, x, plan) + eps)
         y = B.multiply(x, rstd)

@@ -1,0 +1,205 @@
+"""Numba kernels for the NumPy backend's row hooks, which compiled graphs run in the backend's place.
+
+``norm_rows`` and ``norm_rows_backward`` (LayerNorm and RMSNorm) and ``softmax_columns`` with its
+backward (attention's softmax over the keys) compute what the backend's hooks of those names do
+(base.py describes them), taking each row through all its steps while it is in the cache where the
+NumPy backend takes a pass over a whole block per step; the exponentials are numba_math's vectorized
+ones.  The norms' sums accumulate in float64 and their statistics come back in the input's dtype; the
+softmax sums in the input's dtype, as NumPy does.  Rows are split among ``nt.get_num_threads()``
+threads when there are enough of them (the kernels release the GIL); the weight's and the bias's
+gradients are summed per thread, then over the threads.  Inputs the kernels do not take (other
+dtypes, other layouts, empty rows) go to the NumPy backend's hooks.
+
+nt.compile hands this module to the nodes of the ops that take a ``rows`` param (``Op.row_kernels``:
+layer and RMS norm, attention); importing it imports Numba.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .numba_math import exp_of
+from .numpy_kernels import get_num_threads, split
+
+__all__ = ["norm_rows", "norm_rows_backward", "softmax_columns", "softmax_columns_backward"]
+
+#: elements of a block before it is split among threads: a hand-off costs tens of microseconds, a row of
+#: a few hundred elements about a tenth of one
+_PARALLEL_FROM = 1 << 20
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+def _forward(first, last, x, w, b, y, mean, rstd, eps):
+    n = x.shape[1]
+    for i in range(first, last):
+        row = x[i]
+        m = 0.0
+        if mean is not None:  # LayerNorm (Numba drops the branch for RMSNorm's None)
+            for j in range(n):
+                m += row[j]
+            m /= n
+            mean[i] = m
+        v = 0.0
+        for j in range(n):
+            d = row[j] - m
+            v += d * d
+        r = 1.0 / math.sqrt(v / n + eps)
+        rstd[i] = r
+        out = y[i]
+        if w is None:
+            for j in range(n):
+                out[j] = (row[j] - m) * r
+        elif b is None:
+            for j in range(n):
+                out[j] = (row[j] - m) * r * w[j]
+        else:
+            for j in range(n):
+                out[j] = (row[j] - m) * r * w[j] + b[j]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+def _backward(first, last, x, g, mean, rstd, w, gx, gw, gb):
+    n = x.shape[1]
+    for i in range(first, last):
+        row, grow = x[i], g[i]
+        m = 0.0 if mean is None else mean[i]
+        r = rstd[i]
+        if gw is not None:
+            for j in range(n):
+                gw[j] += grow[j] * ((row[j] - m) * r)
+        if gb is not None:
+            for j in range(n):
+                gb[j] += grow[j]
+        if gx is None:
+            continue
+        s_uxhat = 0.0
+        s_u = 0.0
+        for j in range(n):
+            u = grow[j] if w is None else grow[j] * w[j]
+            s_uxhat += u * (row[j] - m)
+            s_u += u
+        c = s_uxhat * r / n
+        d = 0.0 if mean is None else s_u / n
+        out = gx[i]
+        for j in range(n):
+            u = grow[j] if w is None else grow[j] * w[j]
+            out[j] = r * (u - (row[j] - m) * r * c - d)
+
+
+def _parts(rows: int, n: int) -> int:
+    return max(1, min(get_num_threads(), rows)) if rows * n >= _PARALLEL_FROM else 1
+
+
+def _takes(x, *others) -> bool:
+    """Whether the kernels take ``x`` (float32/64, C-contiguous, nonempty) with ``others`` (of its dtype,
+    or None): the NumPy backend's row kernels' condition."""
+    return (x.dtype in (np.float32, np.float64) and x.size > 0 and x.flags.c_contiguous
+            and all(o is None or o.dtype == x.dtype for o in others))
+
+
+def _backend():
+    from . import cpu
+
+    return cpu()
+
+
+def norm_rows(x, n: int, w, b, eps: float, centered: bool):
+    """``Backend.norm_rows``."""
+    if not _takes(x, w, b):
+        return _backend().norm_rows(x, n, w, b, eps, centered)
+    x2 = x.reshape(-1, n)
+    rows = x2.shape[0]
+    y = np.empty(x2.shape, x.dtype)
+    mean = np.empty(rows, x.dtype) if centered else None
+    rstd = np.empty(rows, x.dtype)
+    split(_parts(rows, n), rows, _forward, x2, w, b, y, mean, rstd, float(eps))
+    return y.reshape(x.shape), mean, rstd
+
+
+def norm_rows_backward(x, n: int, mean, rstd, w, g, want_x: bool, want_w: bool, want_b: bool):
+    """``Backend.norm_rows_backward``."""
+    if not _takes(x, w, g, mean, rstd):
+        return _backend().norm_rows_backward(x, n, mean, rstd, w, g, want_x, want_w, want_b)
+    x2 = x.reshape(-1, n)
+    g2 = np.ascontiguousarray(np.reshape(g, (-1, n)), dtype=x.dtype)
+    rows = x2.shape[0]
+    parts = _parts(rows, n)
+    gx = np.empty(x2.shape, x.dtype) if want_x else None
+    gw = np.zeros((parts, n)) if want_w else None  # float64 sums, one row per thread
+    gb = np.zeros((parts, n)) if want_b else None
+    bounds = [rows * k // parts for k in range(parts + 1)]
+    each = [(bounds[k], bounds[k + 1], x2, g2, mean, rstd, w, gx, None if gw is None else gw[k],
+             None if gb is None else gb[k]) for k in range(parts)]
+    split(parts, parts, _one_part, each)
+    return (None if gx is None else gx.reshape(x.shape),
+            None if gw is None else gw.sum(axis=0).astype(x.dtype),
+            None if gb is None else gb.sum(axis=0).astype(x.dtype))
+
+
+def _one_part(first: int, last: int, each) -> None:
+    for k in range(first, last):
+        _backward(*each[k])
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+def _softmax_columns(first, last, e, inv, masked):
+    n_key, n_query = e.shape[1], e.shape[2]
+    top = np.empty(n_query, e.dtype)
+    total = np.empty(n_query, e.dtype)  # the input's dtype: float64 sums would halve the lanes (NumPy sums so too)
+    for i in range(first, last):
+        s = e[i]
+        top[:] = -np.inf
+        for k in range(n_key):
+            row = s[k]
+            for q in range(n_query):
+                v = row[q]
+                top[q] = v if (v > top[q] or v != v) else top[q]  # NumPy's max: a NaN wins
+        if masked:
+            for q in range(n_query):
+                top[q] = top[q] if math.isfinite(top[q]) else 0.0
+        total[:] = 0.0
+        for k in range(n_key):
+            row = s[k]
+            for q in range(n_query):
+                v = exp_of(row[q] - top[q])
+                row[q] = v
+                total[q] += v
+        for q in range(n_query):
+            inv[i, q] = 1.0 / (1.0 if masked and total[q] == 0.0 else total[q])
+
+
+def softmax_columns(e, masked: bool):
+    """``Backend.softmax_columns``; the exponentials are written over ``e``."""
+    if not _takes(e):
+        return _backend().softmax_columns(e, masked)
+    n_key, n_query = e.shape[-2], e.shape[-1]
+    e3 = e.reshape(math.prod(e.shape[:-2]), n_key, n_query)
+    inv = np.empty((e3.shape[0], n_query), e.dtype)
+    split(_parts(e3.shape[0], n_key * n_query), e3.shape[0], _softmax_columns, e3, inv, masked)
+    return e, inv.reshape(e.shape[:-2] + (1, n_query))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _softmax_columns_backward(first, last, d, e, c):
+    for i in range(first, last):
+        ds, es, cs = d[i], e[i], c[i]
+        for k in range(ds.shape[0]):
+            drow, erow = ds[k], es[k]
+            for q in range(ds.shape[1]):
+                drow[q] = (drow[q] - cs[q]) * erow[q]
+
+
+def softmax_columns_backward(d, e, c):
+    """``Backend.softmax_columns_backward``, in one pass over ``d``."""
+    if not (_takes(d, e, c) and e.shape == d.shape and c.shape == d.shape[:-2] + (1, d.shape[-1])
+            and c.flags.c_contiguous):
+        return _backend().softmax_columns_backward(d, e, c)
+    n_key, n_query = d.shape[-2], d.shape[-1]
+    d3 = d.reshape(math.prod(d.shape[:-2]), n_key, n_query)
+    e3 = e.reshape(d3.shape)
+    c2 = c.reshape(d3.shape[0], n_query)
+    split(_parts(d3.shape[0], n_key * n_query), d3.shape[0], _softmax_columns_backward, d3, e3, c2)
+    return d

@@ -1,0 +1,173 @@
+"""exp, tanh and erf for the CPU kernels, written so that LLVM vectorizes the loops that call them.
+
+Numba compiles ``math.exp`` to a call of the C library once per element, which no loop vectorizer can
+widen; these are arithmetic, a comparison or two and a bit cast, all of which it can.  ``exp`` and
+``tanh`` compute in float64 and are exact to a few units in the last place of float64; ``exp32``,
+``tanh32`` and ``erf32`` compute in float32 (twice the lanes of float64, and shorter polynomials), for
+float32 statements (compiler/numba_codegen.py picks them): ``exp32`` within 1 float32 ulp, ``tanh32`` and
+``erf32`` within 8 (an absolute error under 5e-7), as XLA's float32 kernels are.
+
+``exp``: ``x = n ln2 + r`` with ``|r| <= ln2 / 2`` (Cody and Waite's two-part ln2), ``e^r`` by its
+Taylor series to degree 13, ``2^n`` built from the exponent bits in two halves so that results down
+to the subnormals come out.  ``tanh``: ``1 - 2 / (e^{2|x|} + 1)`` with the sign, its Taylor series for
+``|x| < 0.02`` (where the difference would cancel).  ``exp32``: the same reduction with Cephes' ``expf``
+polynomial (degree 7), in int32 and float32 so that AVX2 converts and shifts eight lanes at once.
+``tanh32``: Eigen's rational approximation (degree 13 over 6) on ``|x| < 7.9``, ±1 beyond.  ``erf32``:
+the rational approximation of Eigen's ``generic_fast_erf_float`` on ``(-4, 4)``, ±1 beyond (float32
+holds nothing else there), as the NumPy backend's float32 ``erf`` computes it.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import float32, int32, njit, types
+from numba.extending import intrinsic, overload
+
+__all__ = ["exp", "tanh", "exp32", "tanh32", "erf32", "exp_of"]
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+
+
+@intrinsic
+def _double_from_bits(typingctx, bits):
+    """The float64 whose bits are the int64 ``bits``."""
+    sig = types.float64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return sig, codegen
+
+
+@intrinsic
+def _float_from_bits(typingctx, bits):
+    """The float32 whose bits are the int32 ``bits``."""
+    sig = types.float32(types.int32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return sig, codegen
+
+
+@njit(inline="always", cache=True)
+def _pow2(n):
+    return _double_from_bits((n + 1023) << 52)
+
+
+@njit(inline="always", cache=True)
+def exp(x):
+    x = float(x)
+    # the range reduction of a NaN or a far-out x is undefined: clamp it, and select the answer at the end
+    c = min(max(x, -746.0), 710.0)
+    n = int(c * _LOG2E + (0.5 if c >= 0 else -0.5))
+    r = (c - n * _LN2_HI) - n * _LN2_LO
+    p = 1.0 / 6227020800.0
+    p = p * r + 1.0 / 479001600.0
+    p = p * r + 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    half = n // 2
+    y = p * _pow2(half) * _pow2(n - half)
+    y = float("inf") if x > 709.782712893384 else y
+    y = 0.0 if x < -745.1332191019412 else y
+    return x if x != x else y
+
+
+@njit(inline="always", cache=True)
+def tanh(x):
+    x = float(x)
+    a = abs(x)
+    x2 = x * x
+    small = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))))
+    t = 1.0 - 2.0 / (exp(2.0 * min(a, 20.0)) + 1.0)  # tanh(20) is 1 in float64
+    big = t if x > 0 else -t
+    return small if a < 0.02 else (x if x != x else big)
+
+
+@njit(inline="always", cache=True)
+def _pow2_32(n):
+    return _float_from_bits((n + int32(127)) << int32(23))
+
+
+@njit(inline="always", cache=True)
+def exp32(x):
+    x = float32(x)
+    c = min(max(x, float32(-104.0)), float32(89.0))
+    # int32, not int: AVX2 has no eight-lane conversion of floats to int64
+    n = int32(c * float32(_LOG2E) + (float32(0.5) if c >= float32(0.0) else float32(-0.5)))
+    fn = float32(n)
+    r = (c - fn * float32(0.693359375)) + fn * float32(2.12194440e-4)
+    p = float32(1.9875691500e-4)
+    p = p * r + float32(1.3981999507e-3)
+    p = p * r + float32(8.3334519073e-3)
+    p = p * r + float32(4.1665795894e-2)
+    p = p * r + float32(1.6666665459e-1)
+    p = p * r + float32(5.0000001201e-1)
+    y = p * r * r + r + float32(1.0)
+    half = n >> int32(1)
+    y = y * _pow2_32(half) * _pow2_32(n - half)
+    y = float32(float("inf")) if x > float32(88.72283935546875) else y
+    y = float32(0.0) if x < float32(-103.97208404541015625) else y
+    return x if x != x else y
+
+
+@njit(inline="always", cache=True)
+def tanh32(x):
+    x = float32(x)
+    c = min(max(x, float32(-7.90531110763549805)), float32(7.90531110763549805))
+    x2 = c * c
+    p = x2 * float32(-2.76076847742355e-16) + float32(2.00018790482477e-13)
+    p = p * x2 + float32(-8.60467152213735e-11)
+    p = p * x2 + float32(5.12229709037114e-08)
+    p = p * x2 + float32(1.48572235717979e-05)
+    p = p * x2 + float32(6.37261928875436e-04)
+    p = p * x2 + float32(4.89352455891786e-03)
+    q = x2 * float32(1.19825839466702e-06) + float32(1.18534705686654e-04)
+    q = q * x2 + float32(2.26843463243900e-03)
+    q = q * x2 + float32(4.89352518554385e-03)
+    # below 0.0004 tanh(x) rounds to x; a NaN passes through the clamp and the division
+    return x if abs(x) < float32(0.0004) else c * p / q
+
+
+@njit(inline="always", cache=True)
+def erf32(x):
+    x = float32(x)
+    outside = abs(x) >= float32(4.0)  # float32's erf is exactly 1 there (so gelu(-inf) is -inf * 0, NaN, as eagerly)
+    edge = float32(1.0) if x > float32(0.0) else float32(-1.0)
+    x = min(max(x, float32(-4.0)), float32(4.0)) if x == x else x
+    x2 = x * x
+    p = x2 * float32(-2.72614225801306e-10) + float32(2.77068142495902e-08)
+    p = p * x2 + float32(-2.10102402082508e-06)
+    p = p * x2 + float32(-5.69250639462346e-05)
+    p = p * x2 + float32(-7.34990630326855e-04)
+    p = p * x2 + float32(-2.95459980854025e-03)
+    p = p * x2 + float32(-1.60960333262415e-02)
+    q = x2 * float32(-1.45660718464996e-05) + float32(-2.13374055278905e-04)
+    q = q * x2 + float32(-1.68282697438203e-03)
+    q = q * x2 + float32(-7.37332916720468e-03)
+    q = q * x2 + float32(-1.42647390514189e-02)
+    return edge if outside else x * p / q
+
+
+def exp_of(x):
+    """``exp32`` of a float32, ``exp`` of anything else: for kernels written once for both dtypes."""
+    raise NotImplementedError("exp_of runs only inside Numba-compiled code")
+
+
+@overload(exp_of, inline="always")
+def _exp_of(x):
+    if x == types.float32:
+        return lambda x: exp32(x)
+    return lambda x: exp(x)
