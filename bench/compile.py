@@ -6,18 +6,20 @@ are medians in ms, ratios medians of per-round ratios):
 * ``loop``: PyTorch's TorchScript example ``for _ in range(10): x = x * x`` on float32 vectors of
   several sizes: NumPy, namedtensor eager, namedtensor compiled (one fused kernel), PyTorch eager.
 * ``step``: one training step (forward, backward, AdamW) of bench/train_step.py's block (batch 16, seq
-  128, model 256, 8 heads, MLP 1024): eager, the block compiled, PyTorch eager; against the matmul floor,
+  128, model 256, 8 heads, MLP 1024): eager, the block compiled, PyTorch eager, and JAX with the whole
+  step (loss, ``jax.grad``, the AdamW update) under one ``jax.jit``; against the matmul floor,
   the step's 10.47 GFLOP of matrix products at the float32 matmul rate measured here on the same
   threads.  Peak memory as train_step.py measures it, each column in a process of its own.
 * ``compile``: the compiled block's first call minus a later one (tracing, passes, kernel generation and
   Numba's compilation), in a new process with an empty kernel cache and in a second process that finds
-  the cache (``NAMEDTENSOR_CACHE_DIR``).
+  the cache (``NAMEDTENSOR_CACHE_DIR``); and the same for JAX's jitted step (XLA compiles in memory).
 
-    pip install torch==2.13.0 numba          # the PyTorch column; the fused CPU kernels
+    pip install torch==2.13.0 numba jax      # the PyTorch and JAX columns; the fused CPU kernels
     python bench/compile.py [--threads 1] [--rounds 15] [--part loop|step|compile]
 
-JAX has no column yet.  OpenBLAS tuning variables that this workplace sets for old CPUs slow NumPy
-down; they are removed here, in this script's own environment only.
+A library that is not installed has no column.  JAX runs on as many threads as the others (XLA's
+Eigen thread pool off for one thread).  OpenBLAS tuning variables that this workplace sets for old
+CPUs slow NumPy down; they are removed here, in this script's own environment only.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--part", choices=("loop", "step", "compile", "all"), default="all")
-    p.add_argument("--child", choices=("memory eager", "memory compiled", "memory torch", "compile time"),
+    p.add_argument("--child", choices=("memory eager", "memory compiled", "memory torch", "memory jax", "compile time",
+                                       "jax compile time"),
                    help=argparse.SUPPRESS)
     return p.parse_args()
 
@@ -51,6 +54,9 @@ ARGS = _parse()
 if not os.environ.get("_NT_BENCH_CHILD"):
     env = {k: v for k, v in os.environ.items() if k not in _OPENBLAS}
     env.update(_NT_BENCH_CHILD="1", OPENBLAS_NUM_THREADS=str(ARGS.threads), OMP_NUM_THREADS=str(ARGS.threads))
+    if ARGS.threads == 1:  # XLA's CPU client otherwise runs its operations on a pool of every core
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false "
+                            "intra_op_parallelism_threads=1").strip()
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 import numpy as np  # noqa: E402
@@ -72,6 +78,11 @@ def _train_step_module():
 
 TS = _train_step_module()
 torch = TS.torch
+try:
+    import jax
+    import jax.numpy as jnp
+except ImportError:
+    jax = None
 
 
 def interleaved(fns: dict, rounds: int) -> dict:
@@ -151,11 +162,67 @@ def matmul_rate() -> float:
     return 2 * 2048 * 256 * 1024 / best / 1e9
 
 
+def jax_step_fn(a: argparse.Namespace):
+    """The block's step in JAX: the same weights, data, loss and AdamW (PyTorch's defaults, as the other
+    columns), the whole step one jitted function whose old parameters and moments are donated."""
+    d, h = a.model, a.heads
+
+    def layer_norm(x, w, b):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(var + 1e-5) * w + b
+
+    def linear(p, name, x):
+        return x @ p[name + ".weight"].T + p[name + ".bias"]
+
+    def block(p, x):
+        b, t, _ = x.shape
+        z = layer_norm(x, p["ln1.weight"], p["ln1.bias"])
+        q, k, v = (linear(p, n, z).reshape(b, t, h, d // h) for n in ("q", "k", "v"))
+        att = jax.nn.dot_product_attention(q, k, v, is_causal=a.causal)  # (batch, seq, head, head_dim)
+        x = x + linear(p, "o", att.reshape(b, t, d))
+        return x + linear(p, "fc2", jax.nn.gelu(linear(p, "fc1", layer_norm(x, p["ln2.weight"], p["ln2.bias"])),
+                                                 approximate=False))
+
+    def loss_fn(p, x, y):
+        return jnp.mean((block(p, x) - y) ** 2)
+
+    beta1, beta2, eps, decay = 0.9, 0.999, 1e-8, 1e-2
+
+    def train(p, m, v, t, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        m = jax.tree.map(lambda m, g: beta1 * m + (1 - beta1) * g, m, g)
+        v = jax.tree.map(lambda v, g: beta2 * v + (1 - beta2) * g * g, v, g)
+        step_size = TS.LR / (1 - beta1 ** t)
+        root = jnp.sqrt(1 - beta2 ** t)
+        p = jax.tree.map(lambda p, m, v: p * (1 - TS.LR * decay) - step_size * m / (jnp.sqrt(v) / root + eps),
+                         p, m, v)
+        return p, m, v, loss
+
+    run = jax.jit(train, donate_argnums=(0, 1, 2))
+    state = {"p": {k: jnp.asarray(w) for k, w in TS.initial_weights(a).items()}}
+    state["m"] = jax.tree.map(jnp.zeros_like, state["p"])
+    state["v"] = jax.tree.map(jnp.zeros_like, state["p"])
+    state["t"] = 0
+    x_np, y_np = TS.data(a)
+    x, y = jnp.asarray(x_np), jnp.asarray(y_np)
+
+    def step() -> float:
+        state["t"] += 1
+        state["p"], state["m"], state["v"], loss = run(state["p"], state["m"], state["v"],
+                                                       jnp.float32(state["t"]), x, y)
+        return float(loss)
+
+    return step
+
+
 def steps() -> dict:
     a = step_args()
     fns = {"eager": TS.nt_step_fn(a), "compiled": TS.nt_step_fn(a, compiled=True)}
     if torch is not None:
         fns["torch"] = TS.torch_step_fn(a)
+    if jax is not None:
+        fns["jax"] = jax_step_fn(a)
     return fns
 
 
@@ -168,6 +235,8 @@ def step_table() -> None:
     first = {n: fn() for n, fn in fns.items()}
     if abs(first["compiled"] - first["eager"]) > 1e-5 * abs(first["eager"]):
         raise SystemExit(f"compiled and eager disagree: first losses {first}")
+    if any(abs(loss - first["eager"]) > 1e-4 * abs(first["eager"]) for loss in first.values()):
+        raise SystemExit(f"the libraries disagree: first losses {first}")
     floor = matmul_gflop(a) / matmul_rate() * 1e3
     times = interleaved(fns, ARGS.rounds)
     memory = {n: _child_number(f"memory {n}") for n in fns}
@@ -215,6 +284,19 @@ def compile_time_child() -> None:
     print(f"{first - min(later):.3f}")
 
 
+def jax_compile_time_child() -> None:
+    step = jax_step_fn(step_args())
+    t0 = time.perf_counter()
+    step()
+    first = time.perf_counter() - t0
+    later = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        step()
+        later.append(time.perf_counter() - t0)
+    print(f"{first - min(later):.3f}")
+
+
 def _child_number(which: str, env: dict = None) -> float:
     cmd = [sys.executable, __file__, "--threads", str(ARGS.threads), "--child", which]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env or os.environ).stdout
@@ -231,17 +313,24 @@ def compile_table() -> None:
     print("|---|---|")
     print(f"| new, empty kernel cache | {cold:.2f} |")
     print(f"| second, kernel cache on disk | {warm:.2f} |")
+    if jax is not None:
+        print(f"| JAX `jit` of the whole step, new process | {_child_number('jax compile time'):.2f} |")
 
 
 def main() -> None:
     if ARGS.child == "compile time":
         compile_time_child()
         return
+    if ARGS.child == "jax compile time":
+        jax_compile_time_child()
+        return
     if ARGS.child:
         memory_child(ARGS.child.split()[1])
         return
     if torch is None:
         print("PyTorch is not installed (pip install torch==2.13.0): no PyTorch column.")
+    if jax is None:
+        print("JAX is not installed (pip install jax): no JAX column.")
     parts = ("loop", "step", "compile") if ARGS.part == "all" else (ARGS.part,)
     nt.set_num_threads(ARGS.threads)
     if "loop" in parts:
