@@ -24,7 +24,7 @@ def rnd(*shape, names, seed=0, dtype="float32"):
 
 
 def mlp_tail(x, w):
-    # formulas that vectorize, so the CPU fuses them (chains with exp, erf, tanh... fuse on a GPU only)
+    # formulas that vectorize, so the CPU fuses them (sin, pow, expm1... fuse on a GPU only)
     h = x * w + 1.0
     h = nt.maximum(h, 0.1) * 2 - x / (1.0 + x.abs()) + nt.where(h > 0, h, -h)
     return (h * h).sum("d"), h
@@ -380,7 +380,9 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
         for i in range(a.shape[0]):
             out[i] = numba_math.exp(a[i]) if fn_index == 0 else numba_math.tanh(a[i]) if fn_index == 1 \
                 else numba_math.exp32(a[i]) if fn_index == 2 else numba_math.tanh32(a[i]) if fn_index == 3 \
-                else numba_math.erf32(a[i])
+                else numba_math.erf32(a[i]) if fn_index == 4 else numba_math.log(a[i]) if fn_index == 5 \
+                else numba_math.log1p(a[i]) if fn_index == 6 else numba_math.log32(a[i]) if fn_index == 7 \
+                else numba_math.log1p32(a[i])
 
     specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-300, -1e-12, 5e-324])
     x = np.concatenate([np.linspace(-745, 709, 100001), np.linspace(-30, 30, 100001), specials])
@@ -396,6 +398,21 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
     nonzero = np.isfinite(want) & (want != 0)
     assert np.max(np.abs(out[nonzero] - want[nonzero]) / np.abs(want[nonzero])) < 2e-14
     np.testing.assert_array_equal(out[-8:-2], want[-8:-2])
+
+    # log and log1p over the whole range, subnormals, the edges and the special values
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.concatenate([np.exp(np.linspace(-745, 709, 100001)), np.linspace(0, 10, 100001),
+                            [5e-324, 1e-310, 1.0, np.nextafter(1.0, 2.0), np.nextafter(1.0, 0.0)],
+                            specials[:5], [-1.0]])
+        z = np.concatenate([np.linspace(-0.999999, 10, 100001), np.exp(np.linspace(-700, 700, 100001)),
+                            -np.exp(np.linspace(-700, -1e-9, 1001)), [-1.0, -2.0, 1e-300, -1e-300], specials[:5]])
+        for fn_index, exact, arg in ((5, np.log, x), (6, np.log1p, z)):
+            got = np.empty_like(arg)
+            each(fn_index, arg, got)
+            want = exact(arg)
+            finite = np.isfinite(want) & (want != 0)
+            assert np.max(np.abs(got[finite] - want[finite]) / np.abs(want[finite])) < 3e-16, fn_index
+            np.testing.assert_array_equal(got[~finite], want[~finite])  # NaN, infinities and signed zeros
 
     # the float32 functions, in float32 ulps of the exact (float64) answer, subnormal results included
     specials32 = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-12, 1e-45], dtype=np.float32)
@@ -415,6 +432,20 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
         if fn_index > 2:
             assert np.max(error) < 5e-7
         np.testing.assert_array_equal(out32[-8:-3], want[-8:-3].astype(np.float32))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x32 = np.concatenate([np.exp(np.linspace(-103, 88, 200001)), np.linspace(0, 10, 100001),
+                              [1e-45, 1e-40, 1.0, -1.0], specials32[:5]]).astype(np.float32)
+        z32 = np.concatenate([np.linspace(-0.9999, 10, 100001), np.exp(np.linspace(-80, 80, 100001)),
+                              -np.exp(np.linspace(-80, -1e-6, 1001)), [-1.0, -2.0, 1e-30, -1e-30],
+                              specials32[:5]]).astype(np.float32)
+        for fn_index, exact, arg in ((7, np.log, x32), (8, np.log1p, z32)):
+            got = np.empty_like(arg)
+            each(fn_index, arg, got)
+            want = exact(arg.astype(np.float64))
+            ulp = np.spacing(np.abs(want.astype(np.float32))).astype(np.float64)
+            finite = np.isfinite(want) & (want != 0)
+            assert np.max(np.abs(got[finite] - want[finite]) / ulp[finite]) <= 2.0, fn_index
+            np.testing.assert_array_equal(got[~finite], want[~finite].astype(np.float32))
 
 
 @pytest.mark.parametrize("reduce", ["sum last", "mean last two", "sum all", "mean keepdim", "sum first"])

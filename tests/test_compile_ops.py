@@ -16,8 +16,8 @@ Last, the state a graph reads: parameters updated in place are seen by the next 
 parameters were written before compiling still compile, and writes to outside tensors inside the
 function (a counter, BatchNorm's running statistics) happen exactly as often as eagerly.
 
-Without Numba the fused groups run their members one by one; with it (the ``jit`` extra) the same
-cases check the generated kernels.
+Without Numba the CPU fuses nothing and these cases check the graphs' other passes; with it (the
+``jit`` extra) they check the generated kernels too.
 """
 
 import copy
@@ -39,7 +39,7 @@ SUMS = {"rtol": 1e-4, "atol": 1e-5}  # ops that sum many float32 terms
 
 @pytest.fixture(scope="module", autouse=True)
 def numba_notice_said():
-    # Without Numba, the first fused kernel says once that fused groups run op by op: that notice is
+    # Without Numba, the first compiled graph says once that fused kernels need it: that notice is
     # about the environment, not a fallback, and must not count as one of the warnings checked below.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -121,8 +121,8 @@ def _chain(x, y):
 
 
 def _arith_chain(x, y):
-    # the same shape of run with formulas that vectorize, which the CPU fuses too (the chain above fuses on
-    # a GPU; on the CPU its exp, tanh and sigmoid run on NumPy)
+    # the same shape of run with arithmetic only (the chain above takes exp, tanh and sigmoid, which the
+    # CPU computes with numba_math's functions)
     h = x * y + 0.5
     g = nt.maximum(h * 0.5 - y, 0.1).sqrt() / (1.0 + y.abs())
     return g, h.sum("seq"), nt.where(g > 1.0, g, h)

@@ -1,11 +1,12 @@
 """exp, tanh and erf for the CPU kernels, written so that LLVM vectorizes the loops that call them.
 
 Numba compiles ``math.exp`` to a call of the C library once per element, which no loop vectorizer can
-widen; these are arithmetic, a comparison or two and a bit cast, all of which it can.  ``exp`` and
-``tanh`` compute in float64 and are exact to a few units in the last place of float64; ``exp32``,
-``tanh32`` and ``erf32`` compute in float32 (twice the lanes of float64, and shorter polynomials), for
-float32 statements (compiler/numba_codegen.py picks them): ``exp32`` within 1 float32 ulp, ``tanh32`` and
-``erf32`` within 8 (an absolute error under 5e-7), as XLA's float32 kernels are.
+widen; these are arithmetic, a comparison or two and a bit cast, all of which it can.  ``exp``,
+``tanh``, ``log`` and ``log1p`` compute in float64 and are exact to a few units in the last place of
+float64; ``exp32``, ``tanh32``, ``erf32``, ``log32`` and ``log1p32`` compute in float32 (twice the
+lanes of float64, and shorter polynomials), for float32 statements (compiler/numba_codegen.py picks
+them): ``exp32``, ``log32`` and ``log1p32`` within 2 float32 ulp, ``tanh32`` and ``erf32`` within 8 (an
+absolute error under 5e-7), as XLA's float32 kernels are.
 
 ``exp``: ``x = n ln2 + r`` with ``|r| <= ln2 / 2`` (Cody and Waite's two-part ln2), ``e^r`` by its
 Taylor series to degree 13, ``2^n`` built from the exponent bits in two halves so that results down
@@ -14,7 +15,11 @@ to the subnormals come out.  ``tanh``: ``1 - 2 / (e^{2|x|} + 1)`` with the sign,
 polynomial (degree 7), in int32 and float32 so that AVX2 converts and shifts eight lanes at once.
 ``tanh32``: Eigen's rational approximation (degree 13 over 6) on ``|x| < 7.9``, ±1 beyond.  ``erf32``:
 the rational approximation of Eigen's ``generic_fast_erf_float`` on ``(-4, 4)``, ±1 beyond (float32
-holds nothing else there), as the NumPy backend's float32 ``erf`` computes it.
+holds nothing else there), as the NumPy backend's float32 ``erf`` computes it.  ``log``: fdlibm's
+``__ieee754_log`` (the significand brought to ``[sqrt(1/2), sqrt(2))``, ``log(1 + f)`` by ``s = f / (2 +
+f)`` and a polynomial in ``s^2``); ``log32``: Cephes' ``logf`` (a polynomial in ``f``, no division).
+``log1p(x)``: ``log(u)`` of ``u = 1 + x`` corrected by the rounding of that sum, ``((u - 1) - x) / u``.
+Subnormal inputs are scaled into the normal range first.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from llvmlite import ir
 from numba import float32, int32, njit, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["exp", "tanh", "exp32", "tanh32", "erf32", "exp_of"]
+__all__ = ["exp", "tanh", "log", "log1p", "exp32", "tanh32", "erf32", "log32", "log1p32", "exp_of"]
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
@@ -48,6 +53,28 @@ def _float_from_bits(typingctx, bits):
 
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.FloatType())
+
+    return sig, codegen
+
+
+@intrinsic
+def _bits_of_double(typingctx, x):
+    """The int64 of the bits of the float64 ``x``."""
+    sig = types.int64(types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return sig, codegen
+
+
+@intrinsic
+def _bits_of_float(typingctx, x):
+    """The int32 of the bits of the float32 ``x``."""
+    sig = types.int32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
 
     return sig, codegen
 
@@ -159,6 +186,79 @@ def erf32(x):
     q = q * x2 + float32(-7.37332916720468e-03)
     q = q * x2 + float32(-1.42647390514189e-02)
     return edge if outside else x * p / q
+
+
+@njit(inline="always", cache=True)
+def log(x):
+    x = float(x)
+    tiny = x < 2.2250738585072014e-308
+    y = x * 18014398509481984.0 if tiny else x  # a subnormal times 2**54 is normal
+    bits = _bits_of_double(y)
+    k = ((bits >> 52) & 0x7FF) - 1023 - (54 if tiny else 0)
+    m = _double_from_bits((bits & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000)  # the significand, in [1, 2)
+    big = m > 1.4142135623730951
+    m = m * 0.5 if big else m
+    k = k + 1 if big else k
+    f = m - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    t1 = w * (3.999999999940941908e-01 + w * (2.222219843214978396e-01 + w * 1.531383769920937332e-01))
+    t2 = z * (6.666666666666735130e-01 + w * (2.857142874366239149e-01 + w * (1.818357216161805012e-01
+                                                                           + w * 1.479819860511658591e-01)))
+    hfsq = 0.5 * f * f
+    dk = float(k)
+    out = dk * _LN2_HI - ((hfsq - (s * (hfsq + t2 + t1) + dk * _LN2_LO)) - f)
+    out = -float("inf") if x == 0.0 else out
+    out = x if x == float("inf") else out
+    return float("nan") if (x < 0.0 or x != x) else out
+
+
+@njit(inline="always", cache=True)
+def log1p(x):
+    x = float(x)
+    u = 1.0 + x
+    # log(u) is off by the rounding of 1 + x, which is (u - 1) - x, where log's slope is 1 / u
+    out = log(u) - ((u - 1.0) - x) / u
+    out = x if (u == 1.0 or x == float("inf")) else out
+    return -float("inf") if u == 0.0 else out
+
+
+@njit(inline="always", cache=True)
+def log32(x):
+    x = float32(x)
+    tiny = x < float32(1.17549435e-38)
+    y = x * float32(33554432.0) if tiny else x  # a subnormal times 2**25 is normal
+    bits = _bits_of_float(y)
+    e = ((bits >> int32(23)) & int32(0xFF)) - int32(126) - (int32(25) if tiny else int32(0))
+    m = _float_from_bits((bits & int32(0x7FFFFF)) | int32(0x3F000000))  # the significand, in [0.5, 1)
+    low = m < float32(0.707106781186547524)
+    e = e - int32(1) if low else e
+    f = (m + m - float32(1.0)) if low else (m - float32(1.0))
+    z = f * f
+    p = float32(7.0376836292e-2)
+    p = p * f + float32(-1.1514610310e-1)
+    p = p * f + float32(1.1676998740e-1)
+    p = p * f + float32(-1.2420140846e-1)
+    p = p * f + float32(1.4249322787e-1)
+    p = p * f + float32(-1.6668057665e-1)
+    p = p * f + float32(2.0000714765e-1)
+    p = p * f + float32(-2.4999993993e-1)
+    p = p * f + float32(3.3333331174e-1)
+    fe = float32(e)
+    out = f + (p * f * z + fe * float32(-2.12194440e-4) - float32(0.5) * z) + fe * float32(0.693359375)
+    out = float32(-float("inf")) if x == float32(0.0) else out
+    out = x if x == float32(float("inf")) else out
+    return float32(float("nan")) if (x < float32(0.0) or x != x) else out
+
+
+@njit(inline="always", cache=True)
+def log1p32(x):
+    x = float32(x)
+    u = float32(1.0) + x
+    out = log32(u) - ((u - float32(1.0)) - x) / u
+    out = x if (u == float32(1.0) or x == float32(float("inf"))) else out
+    return float32(-float("inf")) if u == float32(0.0) else out
 
 
 def exp_of(x):

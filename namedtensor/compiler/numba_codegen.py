@@ -47,8 +47,8 @@ _CHUNK = 2048  # elements of a row per task
 #: about a hundredth of a nanosecond
 _PARALLEL_FROM = 1 << 24
 _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
-_HEAD = ["import numpy as np", "from math import expm1, log, log1p, sqrt, sin, cos, fabs, pow",
-         "from namedtensor.backends.numba_math import exp, tanh, exp32, tanh32, erf32",
+_HEAD = ["import numpy as np", "from math import expm1, sqrt, sin, cos, fabs, pow",
+         "from namedtensor.backends.numba_math import exp, tanh, log, log1p, exp32, tanh32, erf32, log32, log1p32",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
@@ -79,7 +79,7 @@ def cache_dir() -> Path:
 
 #: a float literal of a formula's text that is not yet typed
 _LITERAL = re.compile(r"(?<!float32\()(?<!float64\()(?<![\w.])(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
-_FLOAT32_MATH = re.compile(r"\b(exp|tanh|erf)\(")
+_FLOAT32_MATH = re.compile(r"\b(exp|tanh|erf|log1p|log)\(")
 
 
 def _statement(var: str, dtype: str, expr: str) -> str:
