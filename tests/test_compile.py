@@ -448,13 +448,16 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
             np.testing.assert_array_equal(got[~finite], want[~finite].astype(np.float32))
 
 
-@pytest.mark.parametrize("reduce", ["sum last", "mean last two", "sum all", "mean keepdim", "sum first"])
-def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce):
+@pytest.mark.parametrize("reduce", ["sum last", "mean last two", "sum all", "mean keepdim", "sum first",
+                                    "mean first two", "sum first keepdim", "sum middle"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce, dtype):
     pytest.importorskip("numba")
-    x = rnd(4, 6, 300, names=("a", "b", "c"), dtype="float64").requires_grad_()
-    w = rnd(300, names=("c",), seed=1, dtype="float64")
+    x = rnd(4, 6, 300, names=("a", "b", "c"), dtype=dtype).requires_grad_()
+    w = rnd(300, names=("c",), seed=1, dtype=dtype)
     dims = {"sum last": ("c", False), "mean last two": (("b", "c"), False), "sum all": (None, False),
-            "mean keepdim": ("c", True), "sum first": ("a", False)}[reduce]
+            "mean keepdim": ("c", True), "sum first": ("a", False), "mean first two": (("a", "b"), False),
+            "sum first keepdim": ("a", True), "sum middle": ("b", False)}[reduce]
     how = "mean" if reduce.startswith("mean") else "sum"
 
     def fn(x, w):
@@ -463,15 +466,31 @@ def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce):
 
     cf, got = compiled_quietly(fn, x, w)
     want = fn(x, w)
-    assert got.names == want.names
-    assert_close(got, want, rtol=1e-12, atol=1e-12)
-    assert_close(nt.grad(got.sum(), x)[0], nt.grad(want.sum(), x)[0], rtol=1e-12, atol=1e-12)
+    tol = 1e-12 if dtype == "float64" else 2e-5
+    assert got.names == want.names and got.dtype == want.dtype
+    assert_close(got, want, rtol=tol, atol=tol)
+    assert_close(nt.grad(got.sum(), x)[0], nt.grad(want.sum(), x)[0], rtol=tol, atol=tol)
     ops = [n.op.name for n in program(cf).graph.nodes]
-    if reduce == "sum first":  # not the trailing dims: the reduction stays an op of its own
+    if reduce == "sum middle":  # the kept dims are not contiguous: the reduction stays an op of its own
         assert ops == ["fused[mul+sub+maximum+add+mul]", "sum"]
     else:
         assert ops == [f"fused[mul+sub+maximum+add+mul+{how}]"]
         assert len(program(cf).graph.nodes[0].op.chain.outputs) == 1  # the product is never stored
+
+
+def test_a_leading_reduction_splits_its_columns_among_threads(monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)
+    threads = nt.get_num_threads()
+    nt.set_num_threads(3)
+    try:
+        x = rnd(7, 3, 5000, names=("a", "b", "c"), dtype="float64")
+        fn = lambda x: (x * x - x).mean(("a",))
+        cf, got = compiled_quietly(fn, x)
+        assert_close(got, fn(x), rtol=1e-12, atol=1e-12)
+        assert [n.op.name for n in program(cf).graph.nodes] == ["fused[mul+sub+mean]"]
+    finally:
+        nt.set_num_threads(threads)
 
 
 def test_kernels_split_their_rows_among_threads(monkeypatch):

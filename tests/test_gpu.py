@@ -648,11 +648,13 @@ def test_compiled_functions_run_their_fused_kernels_on_the_device():
 
 
 def test_a_compiled_chain_ending_in_a_reduction_is_one_kernel_on_the_device():
-    fn = lambda x, w: (((x * w - 0.5).relu() * x).mean("embed"), ((x + w) * x).sum(("seq", "embed")))
+    fn = lambda x, w: (((x * w - 0.5).relu() * x).mean("embed"), ((x + w) * x).sum(("seq", "embed")),
+                       ((x - w) * x).sum(x.names[0]))  # the leading dim
     compiled = nt.compile(fn)
     check(compiled, x3(), rnd(8, names=("embed",), seed=1), tol={"rtol": 1e-4, "atol": 1e-5})
     gpu = [p for key, p in compiled.cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
-    assert [n.op.name for n in gpu.graph.nodes] == ["fused[mul+sub+relu+mul+mean]", "fused[add+mul+sum]"]
+    assert [n.op.name for n in gpu.graph.nodes] == ["fused[mul+sub+relu+mul+mean]", "fused[add+mul+sum]",
+                                                    "fused[sub+mul+sum]"]
 
 
 def test_a_compiled_transformer_block_matches_the_eager_one_on_the_device():

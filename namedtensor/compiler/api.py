@@ -50,10 +50,11 @@ def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
 
 
 def absorbs(n: Node) -> bool:
-    """A sum or mean over the trailing dims of a float tensor, which a kernel computes at a chain's end."""
+    """A sum or mean over the leading or trailing dims of a float tensor, which a kernel computes at a
+    chain's end."""
     x = n.args[0] if n.args else None
     return (isinstance(x, Value) and x.dtype in formulas.FLOATS and n.outputs[0].dtype == x.dtype
-            and formulas.reduces_trailing(n.op, n.params, len(x.shape)))
+            and formulas.reduces_edge(n.op, n.params, len(x.shape)))
 
 
 def kernels_on(backend: str) -> Callable:
@@ -62,13 +63,13 @@ def kernels_on(backend: str) -> Callable:
 
     def kernels(chain, inputs: List[Value], outputs: List[Value]) -> Tuple[Dict[str, Callable], Dict[str, Callable]]:
         if backend == "cupy":
-            _, reduction, k = formulas.split_reduction(chain)
+            _, reduction, axes = formulas.split_reduction(chain)
             if reduction is None:
                 forward = cuda_codegen.forward_kernel(chain, inputs, outputs)
                 backward = cuda_codegen.backward_kernel(chain, inputs, outputs)
             else:
                 full = formulas.broadcast_shape([v.shape for v in inputs])
-                axes = tuple(range(len(full) - (len(full) if k < 0 else k), len(full)))
+                axes = formulas.reduced_axes(axes, len(full))
                 forward = cuda_codegen.reduction_kernel(chain, inputs, outputs, full, axes)
                 backward = cuda_codegen.reduction_backward(chain, inputs, outputs, full, axes)
         else:

@@ -22,8 +22,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..ops.fusion import Chain
 from .ir import Value
 
-__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "REDUCTIONS", "reduces_trailing",
-           "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "REDUCTIONS", "reduced_axes", "leading",
+           "reduces_edge", "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
 Statement = Tuple[str, str, str]  # (variable, dtype, expression)
@@ -185,29 +185,41 @@ _MODULES = ("namedtensor.ops.elementwise",)
 _PARAM_CONSTANTS = {"_Clip": (("min", "LO"), ("max", "HI"))}
 
 
-#: the reductions a CPU kernel computes at the end of a chain (over trailing dims), by Op class name
+#: the reductions a kernel computes at the end of a chain (over leading or trailing dims), by Op class name
 REDUCTIONS = {"_Sum": "sum", "_Mean": "mean"}
 _REDUCTION_MODULE = "namedtensor.ops.reductions"
 
 
-def reduces_trailing(op: type, params: Dict[str, Any], ndim: int) -> bool:
-    """Whether ``op`` with ``params`` is a sum or mean over the last dims of an ``ndim``-dim input."""
+def reduced_axes(axes: Optional[Sequence[int]], ndim: int) -> Tuple[int, ...]:
+    """A reduction's ``axes`` param (None: all) as sorted axes of an ``ndim``-dim input."""
+    return tuple(range(ndim)) if axes is None else tuple(sorted(a % ndim for a in axes)) if ndim else ()
+
+
+def leading(axes: Tuple[int, ...], ndim: int) -> bool:
+    """Whether sorted ``axes`` are the first dims of an ``ndim``-dim input, and not all of them (a
+    reduction over every dim counts as trailing)."""
+    return bool(axes) and len(axes) < ndim and axes == tuple(range(len(axes)))
+
+
+def reduces_edge(op: type, params: Dict[str, Any], ndim: int) -> bool:
+    """Whether ``op`` with ``params`` is a sum or mean over the first or the last dims of an ``ndim``-dim
+    input (those the kernels take: the kept dims are contiguous in the input's layout)."""
     if op.__name__ not in REDUCTIONS or op.__module__ != _REDUCTION_MODULE:
         return False
-    axes = params.get("axes")
-    axes = tuple(range(ndim)) if axes is None else tuple(sorted(a % ndim for a in axes)) if ndim else ()
-    return bool(axes) and axes == tuple(range(ndim - len(axes), ndim))
+    axes = reduced_axes(params.get("axes"), ndim)
+    return bool(axes) and (axes == tuple(range(ndim - len(axes), ndim)) or leading(axes, ndim))
 
 
-def split_reduction(chain: Chain) -> Tuple[Chain, Optional[str], int]:
-    """``(elementwise part, "sum"/"mean" or None, number of trailing dims reduced)`` of a chain that may
-    end in a reduction (passes.fuse_elementwise puts one only last, reading the member before it)."""
+def split_reduction(chain: Chain) -> Tuple[Chain, Optional[str], Optional[Tuple[int, ...]]]:
+    """``(elementwise part, "sum"/"mean" or None, the reduction's axes param)`` of a chain that may end in
+    a reduction (passes.fuse_elementwise puts one only last, reading the member before it); the axes
+    (None: all) are normalised by :func:`reduced_axes` against the chain's shape."""
     last = chain.members[-1]
     kind = REDUCTIONS.get(last.op.__name__) if last.op.__module__ == _REDUCTION_MODULE else None
     if kind is None:
-        return chain, None, 0
+        return chain, None, None
     axes = last.params.get("axes")
-    return Chain(chain.members[:-1], (len(chain.members) - 2,)), kind, -1 if axes is None else len(axes)
+    return Chain(chain.members[:-1], (len(chain.members) - 2,)), kind, None if axes is None else tuple(axes)
 
 
 def broadcast_shape(shapes: Sequence[Sequence[int]]) -> Tuple[int, ...]:

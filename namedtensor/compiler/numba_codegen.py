@@ -149,20 +149,70 @@ def _reduce_source(ins: List[str], lines: List[formulas.Statement], result: str,
                               f"def kernel({args}):", *body, ""])
 
 
+def _leading_source(ins: List[str], lines: List[formulas.Statement], result: str, ndim: int, k: int) -> str:
+    """``kernel(first, last, *input arrays, acc)``: adds ``result`` over the first ``k`` dims into the
+    float64 array ``acc`` of the last ``ndim - k`` dims' shape, for the tasks ``first`` to ``last`` (chunks
+    of ``acc``'s rows, as :func:`_source` walks an output); each task adds the chunk of every leading
+    index in turn into its chunk of ``acc``, which stays in the cache."""
+    kept = ndim - k
+    lead = [f"i{d}" for d in range(k)]
+    rows = [f"j{d}" for d in range(kept - 1)]
+    body = [f"    cols = a_acc.shape[{kept - 1}]",
+            f"    chunks = (cols + {_CHUNK} - 1) // {_CHUNK}",
+            "    for task in range(first, last):",
+            "        r = task // chunks",
+            f"        c0 = (task % chunks) * {_CHUNK}",
+            f"        n = min({_CHUNK}, cols - c0)"]
+    for d in range(kept - 2, -1, -1):
+        body += [f"        {rows[d]} = r % a_acc.shape[{d}]", f"        r //= a_acc.shape[{d}]"]
+    body.append(f"        s_acc = a_acc[{', '.join(rows + ['c0:c0 + n'])}]")
+    depth = 8
+    for d, i in enumerate(lead):
+        body.append(" " * depth + f"for {i} in range(a_{ins[0]}.shape[{d}]):")
+        depth += 4
+    pad = " " * depth
+    index = ", ".join(lead + rows + ["c0:c0 + n"])
+    body += [f"{pad}s_{name} = a_{name}[{index}]" for name in ins]
+    body.append(f"{pad}for c in range(n):")
+    body += [f"{pad}    {name} = s_{name}[c]" for name in ins]
+    body += [f"{pad}    {_statement(*line)}" for line in lines]
+    body.append(f"{pad}    s_acc[c] += {result}")
+    args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_acc"])
+    return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy')", f"def kernel({args}):",
+                              *body, ""])
+
+
 def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
-    """The forward kernel of a chain that ends in a sum or mean over trailing dims."""
-    part, kind, k = formulas.split_reduction(chain)
+    """The forward kernel of a chain that ends in a sum or mean over its leading or its trailing dims."""
+    part, kind, axes = formulas.split_reduction(chain)
     in_dtypes = [v.dtype for v in inputs]
     lines, (result,) = formulas.forward(part, in_dtypes)
     full = formulas.broadcast_shape([v.shape for v in inputs]) or (1,)
-    k = len(full) if k < 0 else k
+    axes = formulas.reduced_axes(axes, len(full))
+    k = len(axes)
     ins = [f"x{n}" for n in range(len(inputs))]
-    dtype = outputs[0].dtype
-    module = _load(_reduce_source(ins, lines, result, dtype, len(full), k, kind == "mean"))
-    count = math.prod(full[: len(full) - k])
-    big = math.prod(full) * formulas.work(part) >= _PARALLEL_FROM and count > 1
-    out_dtype = _dtypes.as_dtype(dtype)
+    out_dtype = _dtypes.as_dtype(outputs[0].dtype)
     shape = tuple(outputs[0].shape)
+    size = math.prod(full[a] for a in axes)
+    work = math.prod(full) * formulas.work(part)
+    if formulas.leading(axes, len(full)):
+        module = _load(_leading_source(ins, lines, result, len(full), k))
+        kept = full[k:]
+        count = tasks(kept)
+        big = work >= _PARALLEL_FROM and count > 1
+
+        def kernel(B, arrays):
+            xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
+            acc = B.zeros(kept, dtype=B.native(_dtypes.float64))
+            split(min(get_num_threads(), count) if big else 1, count, module.kernel, *xs, acc)
+            if kind == "mean":
+                acc = B.divide(acc, float(size), out=acc)
+            return (B.reshape(B.astype(acc, B.native(out_dtype)), shape),)
+
+        return kernel
+    module = _load(_reduce_source(ins, lines, result, outputs[0].dtype, len(full), k, kind == "mean"))
+    count = math.prod(full[: len(full) - k])
+    big = work >= _PARALLEL_FROM and count > 1
 
     def kernel(B, arrays):
         xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
@@ -176,11 +226,11 @@ def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
 def _reducing_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
     """The backward kernel of a chain that ends in a reduction: the output's gradient spread back over the
     reduced dims (divided by their size for a mean), then the elementwise part's backward."""
-    part, kind, k = formulas.split_reduction(chain)
+    part, kind, axes = formulas.split_reduction(chain)
     full = formulas.broadcast_shape([v.shape for v in inputs]) or (1,)
-    k = len(full) if k < 0 else k
-    spread = full[: len(full) - k] + (1,) * k
-    scale = 1.0 / math.prod(full[len(full) - k:]) if kind == "mean" else None
+    axes = formulas.reduced_axes(axes, len(full))
+    spread = tuple(1 if d in axes else n for d, n in enumerate(full))
+    scale = 1.0 / math.prod(full[a] for a in axes) if kind == "mean" else None
     inner = backward_kernel(part, inputs, [Value(-1, (None,) * len(full), full, outputs[0].dtype, "op")])
     if inner is None:
         return None
