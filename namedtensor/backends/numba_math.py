@@ -35,48 +35,23 @@ _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 
 
-@intrinsic
-def _double_from_bits(typingctx, bits):
-    """The float64 whose bits are the int64 ``bits``."""
-    sig = types.float64(types.int64)
+def _bitcast(src, dst, llvm_type):
+    """An intrinsic reading the bits of a ``src`` value as a ``dst`` one (a no-op in machine code)."""
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    @intrinsic
+    def cast(typingctx, x):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], llvm_type)
 
-    return sig, codegen
+        return dst(src), codegen
 
-
-@intrinsic
-def _float_from_bits(typingctx, bits):
-    """The float32 whose bits are the int32 ``bits``."""
-    sig = types.float32(types.int32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return sig, codegen
+    return cast
 
 
-@intrinsic
-def _bits_of_double(typingctx, x):
-    """The int64 of the bits of the float64 ``x``."""
-    sig = types.int64(types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-
-    return sig, codegen
-
-
-@intrinsic
-def _bits_of_float(typingctx, x):
-    """The int32 of the bits of the float32 ``x``."""
-    sig = types.int32(types.float32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return sig, codegen
+_double_from_bits = _bitcast(types.int64, types.float64, ir.DoubleType())
+_float_from_bits = _bitcast(types.int32, types.float32, ir.FloatType())
+_bits_of_double = _bitcast(types.float64, types.int64, ir.IntType(64))
+_bits_of_float = _bitcast(types.float32, types.int32, ir.IntType(32))
 
 
 @njit(inline="always", cache=True)

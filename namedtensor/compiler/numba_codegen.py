@@ -29,7 +29,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import _dtypes
 from ..backends import get_num_threads
@@ -93,25 +93,43 @@ def _statement(var: str, dtype: str, expr: str) -> str:
     return f"{var} = {dtype}({expr})"
 
 
-def _source(ins: List[str], outs: List[str], lines: List[formulas.Statement], results: List[str], ndim: int) -> str:
-    """A Numba function ``kernel(first, last, *arrays)`` of the arrays ``a_<name>`` of ``ins`` then ``outs``
-    (all of the output's shape), computing ``lines`` per element (an input's element is its name) and
-    writing ``results[k]`` into the array of ``outs[k]``, for the tasks ``first`` to ``last`` (a task is
-    a chunk of a row; :func:`tasks` counts them)."""
-    lead = [f"i{d}" for d in range(ndim - 1)]
-    body = [f"    cols = a_{outs[0]}.shape[{ndim - 1}]",
+def _chunk_tasks(array: str, ndim: int, rows: List[str]) -> List[str]:
+    """The lines walking the tasks ``first`` to ``last`` over ``array``'s rows cut in chunks (a task is a
+    chunk of a row; :func:`tasks` counts them): the chunk is ``c0:c0 + n`` of the row at ``rows``."""
+    body = [f"    cols = {array}.shape[{ndim - 1}]",
             f"    chunks = (cols + {_CHUNK} - 1) // {_CHUNK}",
             "    for task in range(first, last):",
             "        r = task // chunks",
             f"        c0 = (task % chunks) * {_CHUNK}",
             f"        n = min({_CHUNK}, cols - c0)"]
     for d in range(ndim - 2, -1, -1):
-        body += [f"        {lead[d]} = r % a_{outs[0]}.shape[{d}]", f"        r //= a_{outs[0]}.shape[{d}]"]
+        body += [f"        {rows[d]} = r % {array}.shape[{d}]", f"        r //= {array}.shape[{d}]"]
+    return body
+
+
+def _loops(names: List[str], bounds: List[str], depth: int) -> Tuple[List[str], str]:
+    """Nested ``for`` lines over ``names`` in ``range(bounds)``, from indent ``depth``; and the indent
+    inside them."""
+    lines = [" " * (depth + 4 * d) + f"for {n} in range({b}):" for d, (n, b) in enumerate(zip(names, bounds))]
+    return lines, " " * (depth + 4 * len(names))
+
+
+def _per_element(pad: str, ins: List[str], lines: List[formulas.Statement], count: str) -> List[str]:
+    """The innermost loop over ``count`` elements of the slices ``s_<name>``: each input's element, then
+    the statements."""
+    return [f"{pad}for c in range({count}):", *(f"{pad}    {name} = s_{name}[c]" for name in ins),
+            *(f"{pad}    {_statement(*line)}" for line in lines)]
+
+
+def _source(ins: List[str], outs: List[str], lines: List[formulas.Statement], results: List[str], ndim: int) -> str:
+    """A Numba function ``kernel(first, last, *arrays)`` of the arrays ``a_<name>`` of ``ins`` then ``outs``
+    (all of the output's shape), computing ``lines`` per element (an input's element is its name) and
+    writing ``results[k]`` into the array of ``outs[k]``, for the tasks ``first`` to ``last``."""
+    lead = [f"i{d}" for d in range(ndim - 1)]
+    body = _chunk_tasks(f"a_{outs[0]}", ndim, lead)
     index = ", ".join(lead + ["c0:c0 + n"])
     body += [f"        s_{name} = a_{name}[{index}]" for name in ins + outs]
-    body.append("        for c in range(n):")
-    body += [f"            {name} = s_{name}[c]" for name in ins]
-    body += [f"            {_statement(*line)}" for line in lines]
+    body += _per_element("        ", ins, lines, "n")
     body += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
     args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins + outs])
     return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy')", f"def kernel({args}):", *body, ""])
@@ -129,16 +147,11 @@ def _reduce_source(ins: List[str], lines: List[formulas.Statement], result: str,
     for d in range(ndim - k - 1, -1, -1):
         body += [f"        {lead[d]} = r % {shape}[{d}]", f"        r //= {shape}[{d}]"]
     body.append("        acc = 0.0")
-    depth = 8
-    for d, j in enumerate(trail):
-        body.append(" " * depth + f"for {j} in range({shape}[{ndim - k + d}]):")
-        depth += 4
-    pad = " " * depth
+    loops, pad = _loops(trail, [f"{shape}[{ndim - k + d}]" for d in range(k - 1)], 8)
+    body += loops
     index = ", ".join(lead + trail + [":"])
     body += [f"{pad}s_{name} = a_{name}[{index}]" for name in ins]
-    body.append(f"{pad}for c in range(s_{ins[0]}.shape[0]):")
-    body += [f"{pad}    {name} = s_{name}[c]" for name in ins]
-    body += [f"{pad}    {_statement(*line)}" for line in lines]
+    body += _per_element(pad, ins, lines, f"s_{ins[0]}.shape[0]")
     body.append(f"{pad}    acc += {result}")
     if mean:
         count = " * ".join(f"{shape}[{d}]" for d in range(ndim - k, ndim))
@@ -157,25 +170,13 @@ def _leading_source(ins: List[str], lines: List[formulas.Statement], result: str
     kept = ndim - k
     lead = [f"i{d}" for d in range(k)]
     rows = [f"j{d}" for d in range(kept - 1)]
-    body = [f"    cols = a_acc.shape[{kept - 1}]",
-            f"    chunks = (cols + {_CHUNK} - 1) // {_CHUNK}",
-            "    for task in range(first, last):",
-            "        r = task // chunks",
-            f"        c0 = (task % chunks) * {_CHUNK}",
-            f"        n = min({_CHUNK}, cols - c0)"]
-    for d in range(kept - 2, -1, -1):
-        body += [f"        {rows[d]} = r % a_acc.shape[{d}]", f"        r //= a_acc.shape[{d}]"]
+    body = _chunk_tasks("a_acc", kept, rows)
     body.append(f"        s_acc = a_acc[{', '.join(rows + ['c0:c0 + n'])}]")
-    depth = 8
-    for d, i in enumerate(lead):
-        body.append(" " * depth + f"for {i} in range(a_{ins[0]}.shape[{d}]):")
-        depth += 4
-    pad = " " * depth
+    loops, pad = _loops(lead, [f"a_{ins[0]}.shape[{d}]" for d in range(k)], 8)
+    body += loops
     index = ", ".join(lead + rows + ["c0:c0 + n"])
     body += [f"{pad}s_{name} = a_{name}[{index}]" for name in ins]
-    body.append(f"{pad}for c in range(n):")
-    body += [f"{pad}    {name} = s_{name}[c]" for name in ins]
-    body += [f"{pad}    {_statement(*line)}" for line in lines]
+    body += _per_element(pad, ins, lines, "n")
     body.append(f"{pad}    s_acc[c] += {result}")
     args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_acc"])
     return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy')", f"def kernel({args}):",
