@@ -677,3 +677,24 @@ def test_compiled_attention_runs_the_generated_softmax(causal):
     for a, e in zip(nt.grad(got, (q, k, v), g), nt.grad(want, (q, k, v), g)):
         assert_close(a, e, rtol=1e-11, atol=1e-12)
     assert gradcheck(cf, q, k, v)
+
+
+@pytest.mark.parametrize("exponent", [0, 0.5, 1, 2, 3, -1, 1.5])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_powers_by_a_number_fuse_as_products_with_pows_edge_cases(exponent, dtype):
+    pytest.importorskip("numba")
+    values = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -2.0, 0.3, 7.5, 1e20, -1e-3, 1.0])
+    x = nt.tensor(np.concatenate([values, np.linspace(-3, 3, 60)]).astype(dtype), names=("i",))
+    fn = lambda x: (x * 1.0) ** exponent * 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):  # NumPy's own warnings (0 ** -1, (-2) ** 1.5)
+        cf, got = compiled_quietly(fn, x)
+        want = fn(x)
+    ulp = 2.4e-7 if dtype == "float32" else 4.5e-16  # 3: two roundings where pow takes one
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=ulp, atol=0)  # NaN, infinities
+    np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(want.numpy()))  # and signed zeros
+    fused = "fused[mul+pow+mul]" in cf.explain()
+    assert fused == (exponent != 1.5)  # 1.5 needs the C library's pow: that chain stays as its ops
+    xs = nt.tensor(np.linspace(0.1, 3, 30), names=("i",)).requires_grad_()
+    cf64, got = compiled_quietly(fn, xs)
+    assert_close(nt.grad(got.sum(), xs)[0], nt.grad(fn(xs).sum(), xs)[0], rtol=1e-14, atol=1e-14)
+    assert gradcheck(cf64, xs)

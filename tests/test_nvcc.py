@@ -200,7 +200,8 @@ def _fused_chains():
         a = (x + y) * x - y / (x.abs() + 1) + (-x).square() + x.reciprocal() + x.exp() + x.expm1()
         b = x.abs().log() + x.abs().log1p() + x.abs().sqrt() + x.abs().rsqrt() + x.sin() * x.cos() + x.tanh()
         c = x.erf() + x.sigmoid() + x.relu() + F.silu(x) + x.softplus() + F.gelu(x) + F.gelu(y, approximate="tanh")
-        d = nt.maximum(x, y) + nt.minimum(x, 0.5) + x.abs() ** 1.5 + x.clip(-1, 1)
+        d = (nt.maximum(x, y) + nt.minimum(x, 0.5) + x.abs() ** 1.5 + x.clip(-1, 1) + x ** 2 + x ** 3 + x ** 0.5
+             + x ** -1 + x ** 1 + x ** 0)
         e = (nt.where(x == y, a, b) + nt.where(x != y, a, 0.0) + nt.where(x < y, 1.0, b) + nt.where(x <= y, a, b)
              + nt.where(x > 0, a, b) + nt.where(x >= 0, a, b))
         return a + b + c + d + e

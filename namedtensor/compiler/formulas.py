@@ -17,12 +17,13 @@ that no differentiable member reads, whose gradient eagerly is None too).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..ops.fusion import Chain
 from .ir import Value
 
-__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "REDUCTIONS", "reduced_axes", "leading",
+__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "POW_EXPONENTS", "REDUCTIONS", "reduced_axes", "leading",
            "reduces_edge", "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
@@ -65,6 +66,37 @@ def _sign(x: str) -> str:
     return f"({x} if {x} != {x} else (1.0 if {x} > 0 else (-1.0 if {x} < 0 else 0.0)))"
 
 
+#: the numbers ``x ** e`` takes without the C library's ``pow``: by products, a square root or a division
+#: (each exact, or within an ulp of the correctly rounded power), with NumPy's edge cases (its power by
+#: 0.5 is a square root: NaN at -inf, -0 at -0)
+POW_EXPONENTS = {
+    0.0: (lambda x: "1.0", lambda x, g: "0.0"),
+    0.5: (lambda x: f"sqrt({x})", lambda x, g: f"({g} * 0.5 / sqrt({x} + 0.0))"),  # NumPy's x ** 0.5 is sqrt
+    1.0: (lambda x: x, lambda x, g: g),
+    2.0: (lambda x: f"({x} * {x})", lambda x, g: f"({g} * 2.0 * {x})"),
+    3.0: (lambda x: f"({x} * {x} * {x})", lambda x, g: f"({g} * 3.0 * ({x} * {x}))"),
+    -1.0: (lambda x: f"(1.0 / {x})", lambda x, g: f"({g} * -1.0 / ({x} * {x}))"),
+}
+_TYPED_NUMBER = re.compile(r"^float(?:32|64)\((.+)\)$")
+
+
+def _exponent(text: str) -> Optional[float]:
+    """The number of an operand's text that is a typed literal (``float32(2.0)``), else None."""
+    m = _TYPED_NUMBER.match(text)
+    return float(m.group(1)) if m else None
+
+
+def _pow(a: List[str]) -> str:
+    special = POW_EXPONENTS.get(_exponent(a[1]))
+    return special[0](a[0]) if special else f"pow({a[0]}, {a[1]})"
+
+
+def _pow_grad(a: List[str], t: str, g: str) -> List[Optional[str]]:
+    special = POW_EXPONENTS.get(_exponent(a[1]))
+    base = special[1](a[0], g) if special else f"({g} * {a[1]} * pow({a[0]}, {a[1]} - 1.0))"
+    return [base, f"({g} * {t} * log({a[0]}) if {a[0]} > 0 else 0.0)"]
+
+
 def _gelu_tanh_grad(x: str, g: str) -> str:
     inner = f"tanh(({x} + 0.044715 * {x} * {x} * {x}) * {_GELU_C})"
     slope = f"((1.0 + 0.134145 * {x} * {x}) * {_GELU_C})"
@@ -100,7 +132,7 @@ SCALAR: Dict[str, Callable[[List[str], Dict[str, Any]], str]] = {
                                f"* {a[0]}))))"),
     "_Maximum": lambda a, p: _nan_max(a[0], a[1]),
     "_Minimum": lambda a, p: _nan_min(a[0], a[1]),
-    "_Pow": lambda a, p: f"pow({a[0]}, {a[1]})",
+    "_Pow": lambda a, p: _pow(a),
     "_Where": lambda a, p: f"({a[1]} if {a[0]} else {a[2]})",
     "_Clip": _clip,
     "_Eq": lambda a, p: f"({a[0]} == {a[1]})",
@@ -146,8 +178,7 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
     "_Minimum": lambda a, t, g, p: [f"({g} if {a[0]} < {a[1]} else (0.5 * {g} if {a[0]} == {a[1]} else 0.0))",
                                     f"({g} if not ({a[0]} < {a[1]} or {a[0]} == {a[1]}) else "
                                     f"(0.5 * {g} if {a[0]} == {a[1]} else 0.0))"],
-    "_Pow": lambda a, t, g, p: ["0.0" if a[1].endswith("(0.0)") else f"({g} * {a[1]} * pow({a[0]}, {a[1]} - 1.0))",
-                                f"({g} * {t} * log({a[0]}) if {a[0]} > 0 else 0.0)"],
+    "_Pow": lambda a, t, g, p: _pow_grad(a, t, g),
     "_Where": lambda a, t, g, p: [None, f"({g} if {a[0]} else 0.0)", f"(0.0 if {a[0]} else {g})"],
     "_Clip": _clip_grad,
 }
@@ -173,10 +204,17 @@ def work(chain: Chain) -> int:
     return sum(20 if m.op.__name__ in COMPOSITE else 1 for m in chain.members)
 
 
-def vectorizes(op_names: Sequence[str], dtypes: Sequence[str]) -> bool:
-    """Whether formulas ``op_names`` computing in ``dtypes`` all vectorize on the CPU."""
+def vectorizes(ops: Sequence[Tuple[str, Sequence[Any]]], dtypes: Sequence[str]) -> bool:
+    """Whether the formulas of ``ops`` (each an Op class name and its arguments: values, or numbers),
+    computing in ``dtypes``, all vectorize on the CPU; ``pow`` does by the numbers of POW_EXPONENTS."""
     single = all(d in ("float32", "bool") for d in dtypes)
-    return all(n in ARITHMETIC or (single and n in FLOAT32_ONLY) for n in op_names)
+    return all(n in ARITHMETIC or (single and n in FLOAT32_ONLY) or (n == "_Pow" and _number(args[1]) in POW_EXPONENTS
+                                                                     and _number(args[0]) is None)
+               for n, args in ops)
+
+
+def _number(a: Any) -> Optional[float]:
+    return float(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else None
 
 #: the modules whose Op classes the tables name (a class of the same name elsewhere is another op)
 _MODULES = ("namedtensor.ops.elementwise",)

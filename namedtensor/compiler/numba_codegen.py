@@ -295,7 +295,7 @@ def _runner(module, shape, out_dtypes: List[str], work: int) -> Callable:
 def vectorizes(chain: Chain, inputs: Sequence[Value]) -> bool:
     """Whether every member's formula compiles to vector instructions (formulas.vectorizes)."""
     part = formulas.split_reduction(chain)[0]
-    return formulas.vectorizes([m.op.__name__ for m in part.members],
+    return formulas.vectorizes([(m.op.__name__, m.args) for m in part.members],
                                [*formulas.chain_dtypes(chain), *(v.dtype for v in inputs)])
 
 
