@@ -1,4 +1,4 @@
-"""exp, tanh and erf for the CPU kernels, written so that LLVM vectorizes the loops that call them.
+"""exp, tanh, erf, log and log1p for the CPU kernels, written so that LLVM vectorizes the loops that call them.
 
 Numba compiles ``math.exp`` to a call of the C library once per element, which no loop vectorizer can
 widen; these are arithmetic, a comparison or two and a bit cast, all of which it can.  ``exp``,
