@@ -9,8 +9,9 @@ when it reads constants only.
 Fusion groups consecutive elementwise nodes whose outputs have one shape into one node of a fused
 op (``namedtensor/ops/fusion.py``), with a kernel generated for the whole group where the code
 generators know every member (formulas.py); a group's outputs are the members' values that something
-after it reads.  Ops that run the backend's row hooks (``Op.row_kernels``: LayerNorm, RMSNorm) are
-given Numba kernels (backends/numba_kernels.py) in the backend's place (their ``rows`` param).
+after it reads.  Ops that run the backend's row hooks (``Op.row_kernels``: layer and RMS norm,
+attention) are given Numba kernels (backends/numba_kernels.py) in the backend's place (their ``rows``
+param).
 """
 
 from __future__ import annotations
@@ -140,8 +141,8 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
     each element of the run's shape where only the run reads it, and stays a node of its own, before
     the fused one, where a later node reads it too (its values must keep their shape).  A run whose
     only result is its last value, read by nothing but the next node, takes that node in too when
-    ``absorbs`` it (a sum over leading or trailing dims): the intermediate is then never stored.  Returns the
-    number of groups made."""
+    ``absorbs`` it (a sum over leading or trailing dims): the intermediate is then never stored.
+    Returns the number of groups made."""
     readers: Dict[int, int] = {}
     counts: Dict[int, int] = {}
     for i, n in enumerate(graph.nodes):
