@@ -625,8 +625,8 @@ def test_compiled_norms_run_the_generated_row_kernels(norm):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("parts", [1, 2])
-@pytest.mark.parametrize("masked", [False, True])
-def test_the_softmax_kernel_matches_the_backends(monkeypatch, dtype, parts, masked):
+@pytest.mark.parametrize("masked, causal", [(False, False), (True, False), (True, True)])
+def test_the_softmax_kernel_matches_the_backends(monkeypatch, dtype, parts, masked, causal):
     pytest.importorskip("numba")
     from namedtensor.backends import cpu
     from namedtensor.backends import numba_kernels
@@ -642,14 +642,18 @@ def test_the_softmax_kernel_matches_the_backends(monkeypatch, dtype, parts, mask
         scores[1, 2, 4, 3] = -np.inf
         scores[2, 1, :, 5] = np.inf
     scores[2, 3, 1, 0] = np.nan
+    if causal:
+        scores[1, 1, 6, 2] = np.inf  # a cut score: -inf added to it, NaN as eagerly
     tol = dict(rtol=1e-5, atol=1e-7) if dtype == "float32" else dict(rtol=1e-13, atol=1e-15)
-    e, inv = numba_kernels.softmax_columns(scores.copy(), masked)
-    e_want, inv_want = B.softmax_columns(scores.copy(), masked)
+    e, inv = numba_kernels.softmax_columns(scores.copy(), masked, causal)
+    e_want, inv_want = B.softmax_columns(scores.copy(), masked, causal)
     assert e.dtype == inv.dtype == np.dtype(dtype) and inv.shape == inv_want.shape == (3, 4, 1, 7)
     np.testing.assert_allclose(e, e_want, **tol)  # NaNs in the same places
     np.testing.assert_allclose(inv, inv_want, **tol)
     if masked:
         assert np.all(e[0, 0, :, 2] == 0) and inv[0, 0, 0, 2] == 1
+    if causal:  # key 8 comes after every query (7 of them): its weights are 0
+        assert np.all(e[0, 1, 8, :] == 0) and np.all(e[0, 1, 3, :3] == 0) and np.all(e[0, 1, 3, 3:] > 0)
     d = rng.standard_normal(scores.shape).astype(dtype)
     c = rng.standard_normal((3, 4, 1, 7)).astype(dtype)
     got = numba_kernels.softmax_columns_backward(d.copy(), e_want, c)

@@ -202,14 +202,19 @@ class Backend:
             gx = self.reshape(inner * rstd, shape)
         return gx, gw, gb
 
-    def softmax_columns(self, e, masked: bool):
+    def softmax_columns(self, e, masked: bool, causal: bool = False):
         """Attention's softmax over the keys of key-major scores ``e`` (float, ``(..., key, query)``), left
         unnormalised: ``(exp(e - top), 1 / total)``, ``top`` each column's max and ``total`` the column's
-        sum of exponentials, shape ``(..., 1, query)``.  With ``masked``, a column with no finite score (a
-        query with no key to attend) has ``top`` 0 and ``total`` 1, so its weights are 0.  ``e`` is the
-        caller's temporary: the exponentials may be written over it."""
-        n_key = e.shape[-2]
-        top = self.max(e, axis=-2, keepdims=True) if n_key else self.zeros(e.shape[:-2] + (1, e.shape[-1]), dtype=e.dtype)
+        sum of exponentials, shape ``(..., 1, query)``.  With ``causal``, the scores of keys after their
+        query (key j > query i, top-left aligned) count as -inf.  With ``masked``, a column with no
+        finite score (a query with no key to attend) has ``top`` 0 and ``total`` 1, so its weights are
+        0.  ``e`` is the caller's temporary: the exponentials may be written over it."""
+        n_key, n_query = e.shape[-2], e.shape[-1]
+        if causal:
+            later = self.less(self.reshape(self.arange(n_query), (1, n_query)), self.reshape(self.arange(n_key), (n_key, 1)))
+            cut = self.where(later, self.full((), -math.inf, dtype=e.dtype), self.zeros((), dtype=e.dtype))
+            e = self.add(e, cut, out=e) if self.supports_out else self.add(e, cut)
+        top = self.max(e, axis=-2, keepdims=True) if n_key else self.zeros(e.shape[:-2] + (1, n_query), dtype=e.dtype)
         if masked:
             top = self.where(self.isfinite(top), top, self.zeros_like(top))
         if self.supports_out:

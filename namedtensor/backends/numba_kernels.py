@@ -145,40 +145,46 @@ def _one_part(first: int, last: int, each) -> None:
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
-def _softmax_columns(first, last, e, inv, masked):
+def _softmax_columns(first, last, e, inv, masked, causal):
     n_key, n_query = e.shape[1], e.shape[2]
     top = np.empty(n_query, e.dtype)
     total = np.empty(n_query, e.dtype)  # the input's dtype: float64 sums would halve the lanes (NumPy sums so too)
+    # 0 and -inf in the scores' dtype: a float64 constant would widen the loops to float64
+    zero, minus_inf = np.zeros(1, e.dtype)[0], np.full(1, -np.inf, e.dtype)[0]
     for i in range(first, last):
         s = e[i]
-        top[:] = -np.inf
+        top[:] = minus_inf
         for k in range(n_key):
             row = s[k]
+            # causal: the queries before key k get -inf added to its score, as the backend adds it (a
+            # select, so the loop still vectorizes)
+            cut = min(k, n_query) if causal else 0
             for q in range(n_query):
-                v = row[q]
-                top[q] = v if (v > top[q] or v != v) else top[q]  # NumPy's max: a NaN wins
+                score = row[q] + (minus_inf if q < cut else zero)
+                top[q] = score if (score > top[q] or score != score) else top[q]  # NumPy's max: a NaN wins
         if masked:
             for q in range(n_query):
-                top[q] = top[q] if math.isfinite(top[q]) else 0.0
-        total[:] = 0.0
+                top[q] = top[q] if math.isfinite(top[q]) else zero
+        total[:] = zero
         for k in range(n_key):
             row = s[k]
+            cut = min(k, n_query) if causal else 0
             for q in range(n_query):
-                v = exp_of(row[q] - top[q])
-                row[q] = v
-                total[q] += v
+                weight = exp_of(row[q] + (minus_inf if q < cut else zero) - top[q])
+                row[q] = weight
+                total[q] += weight
         for q in range(n_query):
             inv[i, q] = 1.0 / (1.0 if masked and total[q] == 0.0 else total[q])
 
 
-def softmax_columns(e, masked: bool):
+def softmax_columns(e, masked: bool, causal: bool = False):
     """``Backend.softmax_columns``; the exponentials are written over ``e``."""
     if not _takes(e):
-        return _backend().softmax_columns(e, masked)
+        return _backend().softmax_columns(e, masked, causal)
     n_key, n_query = e.shape[-2], e.shape[-1]
     e3 = e.reshape(math.prod(e.shape[:-2]), n_key, n_query)
     inv = np.empty((e3.shape[0], n_query), e.dtype)
-    split(_parts(e3.shape[0], n_key * n_query), e3.shape[0], _softmax_columns, e3, inv, masked)
+    split(_parts(e3.shape[0], n_key * n_query), e3.shape[0], _softmax_columns, e3, inv, masked, causal)
     return e, inv.reshape(e.shape[:-2] + (1, n_query))
 
 

@@ -166,11 +166,11 @@ def _forward(B, q, k, v, mask, prm):
     n_key, n_query = e.shape[-2], e.shape[-1]
     if mask is not None and B.dtype_of(mask).kind == "f":
         e = _iadd(B, e, _to_work(B, mask, _key_major(prm["m_src"])))
-    allowed = _allowed(B, mask, n_query, n_key, prm["m_src"], prm["is_causal"], True)
+    allowed = _allowed(B, mask, n_query, n_key, prm["m_src"], False, True)  # the softmax takes is_causal
     if allowed is not None:  # adding 0 / -inf (an array the mask's size) spares a pass writing a new array
         e = _iadd(B, e, B.where(allowed, B.zeros((), dtype=e.dtype), B.full((), -math.inf, dtype=e.dtype)))
     masked = mask is not None or prm["is_causal"] or n_key == 0  # (no key at all: every query fully masked)
-    e, inv = row_hooks(B, prm.get("rows")).softmax_columns(e, masked)
+    e, inv = row_hooks(B, prm.get("rows")).softmax_columns(e, masked, prm["is_causal"])
     keep = None
     kept = e
     scale_out = inv
