@@ -159,6 +159,10 @@ class Backend:
         cdf = (self.erf(x / _SQRT_2) + 1) * 0.5
         return x * cdf, cdf
 
+    def rowdot(self, a, b):
+        """The sums of ``a * b`` (real floats, one shape) along the last axis, kept as size 1."""
+        return self.sum(self.multiply(a, b), axis=-1, keepdims=True)
+
     def gelu_backward(self, x, cdf, g):
         """GELU's input gradient ``g * (Phi(x) + x * phi(x))``, from the CDF its forward returned."""
         return g * (cdf + x * self.exp(x * x * -0.5) * _INV_SQRT_2PI)

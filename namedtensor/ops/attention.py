@@ -300,9 +300,9 @@ def _scores_grad_fast(B, v, out, g, g_weights, weights_out, prm, stash):
     inv_col = _swap(B, inv)
     g_inv = B.multiply(gw, inv_col)  # g / sum(exp): the normalisation moved onto the small operand
     # rowsum(dP * P) over the keys equals rowsum(g * out) over the features
-    row = B.sum(B.multiply(gw, ow), axis=-1, keepdims=True)
+    row = B.rowdot(gw, ow)
     if g_weights is not None:
-        row = row + B.sum(B.multiply(g_weights._data, weights_out._data), axis=-1, keepdims=True)
+        row = row + B.rowdot(g_weights._data, weights_out._data)
     d = B.matmul(_to_work(B, v._data, prm["v_src"]), _swap(B, g_inv))  # dP^T / sum(exp), key-major
     if g_weights is not None:
         d = _iadd(B, d, B.multiply(_swap(B, g_weights._data), inv))
