@@ -1,4 +1,4 @@
-"""Helpers shared by the test modules of the contractions and the fused ops."""
+"""Helpers shared by test modules: seeded tensors, gradients of weighted sums."""
 
 import numpy as np
 
@@ -17,3 +17,15 @@ def t64(shape, names=None, seed=0, requires_grad=True):
     """A float64 tensor of uniform values in [-2, 2] (seeded), for value and gradient checks."""
     a = np.random.default_rng(seed).uniform(-2, 2, size=shape)
     return nt.tensor(a, names=names, requires_grad=requires_grad)
+
+
+def rnd(*shape, names, seed=0, dtype="float32", low=None):
+    """A seeded tensor: normal values, or uniform in [low, 1) when ``low`` is given."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=shape) if low is None else rng.uniform(low, 1.0, size=shape)
+    return nt.tensor(a.astype(dtype), names=names)
+
+
+def ints(high, *shape, names, seed=0):
+    """A seeded tensor of ints in [0, high)."""
+    return nt.tensor(np.random.default_rng(seed).integers(0, high, size=shape), names=names)

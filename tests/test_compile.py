@@ -17,10 +17,7 @@ from namedtensor.backends import numpy_kernels
 from namedtensor.compiler import cuda_codegen, numba_codegen
 from namedtensor.nn import functional as F
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
-
-
-def rnd(*shape, names, seed=0, dtype="float32"):
-    return nt.tensor(np.random.default_rng(seed).normal(size=shape).astype(dtype), names=names)
+from helpers import rnd
 
 
 def mlp_tail(x, w):
@@ -481,6 +478,7 @@ def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce, dtype):
 def test_a_leading_reduction_splits_its_columns_among_threads(monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)
+    monkeypatch.setattr(numpy_kernels, "_pool", None)
     threads = nt.get_num_threads()
     nt.set_num_threads(3)
     try:
@@ -489,6 +487,7 @@ def test_a_leading_reduction_splits_its_columns_among_threads(monkeypatch):
         cf, got = compiled_quietly(fn, x)
         assert_close(got, fn(x), rtol=1e-12, atol=1e-12)
         assert [n.op.name for n in program(cf).graph.nodes] == ["fused[mul+sub+mean]"]
+        assert numpy_kernels._pool._max_workers == 3  # the columns went to the backend's pool of 3 threads
     finally:
         nt.set_num_threads(threads)
 

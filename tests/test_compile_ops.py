@@ -31,6 +31,7 @@ from namedtensor import nn
 from namedtensor.compiler import numba_codegen
 from namedtensor.nn import functional as F
 from namedtensor.testing import assert_close, gradcheck
+from helpers import ints, rnd
 
 X = ("batch", "seq", "embed")
 TIGHT = {"rtol": 1e-5, "atol": 1e-6}
@@ -49,16 +50,6 @@ def numba_notice_said():
 @pytest.fixture(autouse=True)
 def seeded():
     nt.manual_seed(0)
-
-
-def rnd(*shape, names, seed=0, dtype="float32", low=None):
-    rng = np.random.default_rng(seed)
-    a = rng.normal(size=shape) if low is None else rng.uniform(low, 1.0, size=shape)
-    return nt.tensor(a.astype(dtype), names=names)
-
-
-def ints(high, *shape, names, seed=0):
-    return nt.tensor(np.random.default_rng(seed).integers(0, high, size=shape), names=names)
 
 
 def x3(d, seed=0):

@@ -18,6 +18,7 @@ from namedtensor.compiler import capture
 from namedtensor.data import DataLoader, TensorDataset
 from namedtensor.nn import functional as F
 from namedtensor.testing import assert_close
+from helpers import ints, rnd
 
 pytestmark = pytest.mark.gpu
 
@@ -29,16 +30,6 @@ F16 = {"rtol": 2e-2, "atol": 2e-2}
 def on_numpy():
     backends.use_cpu_backend("numpy")
     nt.manual_seed(0)
-
-
-def rnd(*shape, names, seed=0, dtype="float32", low=None):
-    rng = np.random.default_rng(seed)
-    a = rng.normal(size=shape) if low is None else rng.uniform(low, 1.0, size=shape)
-    return nt.tensor(a.astype(dtype), names=names)
-
-
-def ints(high, *shape, names, seed=0):
-    return nt.tensor(np.random.default_rng(seed).integers(0, high, size=shape), names=names)
 
 
 def _outputs(out):

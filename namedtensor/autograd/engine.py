@@ -260,7 +260,7 @@ class _Backward:
     """
 
     __slots__ = ("retain_graph", "create_graph", "inputs", "capture_leaf", "capture_node", "captured",
-                 "pending", "heap", "counter", "leaves", "taken", "uses", "feeds")
+                 "pending", "heap", "counter", "leaves", "taken", "uses", "feeds", "run_op_backward")
 
     def __init__(self, grads: list, retain_graph: bool, create_graph: bool, inputs: Optional[list]) -> None:
         self.retain_graph = retain_graph
@@ -280,6 +280,9 @@ class _Backward:
         # id(leaf) -> uses not yet run (a leaf whose count drops to 0 is finished at once), and
         # id(node) -> the leaves it feeds; counted only for post-accumulate hooks
         self.uses = self.feeds = None
+        # a tracer that times each node's own work (the profiler) runs the nodes' backwards; looked up
+        # once per pass, not per node
+        self.run_op_backward = getattr(current_tracer(), "run_backward_node", None)
 
     def count_leaf_uses(self, roots) -> None:
         self.uses, self.feeds = _leaf_uses(roots)
@@ -328,11 +331,10 @@ class _Backward:
         # only a node with several outputs can miss a gradient
         if node.out_meta is not None or node.hooks or self.capture_node:
             self.complete(node, out_grads)
-        tracer = current_tracer()
-        if tracer is not None and hasattr(tracer, "run_backward_node"):
-            in_grads = tracer.run_backward_node(node, out_grads)  # the profiler times the node's own work
-        else:
+        if self.run_op_backward is None:
             in_grads = node.op.backward(node, *out_grads)
+        else:
+            in_grads = self.run_op_backward(node, out_grads)
         if not self.retain_graph:
             node.saved = None
             node.stash = None

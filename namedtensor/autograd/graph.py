@@ -52,7 +52,7 @@ class Op:
     #: without it refuses to record a graph through complex tensors rather than give wrong gradients
     complex_grad = False
     #: the op takes a ``rows`` param: what runs the backend's row hooks (``norm_rows``...) in the backend's
-    #: place (None: the backend); nt.compile passes its generated CPU kernels
+    #: place (None: the backend); nt.compile passes the Numba kernels of backends/numba_kernels.py
     row_kernels = False
 
     @staticmethod

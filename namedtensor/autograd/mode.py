@@ -23,8 +23,9 @@ class _ThreadState(threading.local):
     #: conversion.py, profiler.py, compiler/capture.py).  A tracer may also have ``backward_hook()``,
     #: called when a backward pass starts, ``inplace_hook(t, op)``, before an in-place op writes into
     #: ``t``, ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``, and
-    #: ``run_backward_node(node, grads)``, which runs a graph node's backward for the engine (and times it).  One tuple, replaced whole on every change, because a thread-local
-    #: read costs several plain ones and ``apply`` needs both
+    #: ``run_backward_node(node, grads)``, which runs a graph node's backward for the engine (and times
+    #: it).  One tuple, replaced whole on every change, because a thread-local read costs several plain
+    #: ones and ``apply`` needs both
     current = (True, None)
     #: ``(start, end)`` in ``time.perf_counter_ns`` of the op now reported to the tracer: written by the op
     #: path just before it calls the tracer, and only while one is installed, so that ops pay nothing for it

@@ -45,44 +45,32 @@ def _arrays(B, a, b, floats: bool):
 # ----------------------------------------------------------------------------- xlogy
 
 
-def _xlogy(B, a, b):
-    a, b = _arrays(B, a, b, True)
-    out = a * B.log(b)
-    # 0 * log(0) and 0 * log(inf) are 0 here, as in PyTorch; a NaN y stays NaN
-    return B.where(B.logical_and(a == 0, B.logical_not(B.isnan(b))), B.zeros_like(out), out)
+def _x_times_log(name: str, log: str, pole: float):
+    """The op ``x * log(y)`` for the logarithm named ``log`` (``"log"``, or ``"log1p"``, whose pole is at
+    -1): 0 where x is 0 (also at log's pole and at inf, as in PyTorch), a NaN y staying NaN.  Its
+    gradients: ``log(y)`` (0 where x is 0) and ``x / (y - pole)``."""
+
+    def forward(B, a, b):
+        a, b = _arrays(B, a, b, True)
+        out = a * getattr(B, log)(b)
+        return B.where(B.logical_and(a == 0, B.logical_not(B.isnan(b))), B.zeros_like(out), out)
+
+    def grads(a, b, y, g):
+        ga = None
+        if a.__class__ not in SCALARS:
+            if isinstance(b, Tensor):
+                log_b = getattr(b, log)()
+            else:
+                log_b = getattr(math, log)(b) if b > pole else -math.inf if b == pole else math.nan
+            ga = where(a != 0, g * log_b, 0)
+        gb = None if b.__class__ in SCALARS else g * a / (b - pole if pole else b)
+        return ga, gb
+
+    return binary(name, forward, grads, saves_inputs=True)
 
 
-def _xlogy_grads(a, b, y, g):
-    ga = None
-    if a.__class__ not in SCALARS:
-        log_b = b.log() if isinstance(b, Tensor) else math.log(b) if b > 0 else -math.inf if b == 0 else math.nan
-        ga = where(a != 0, g * log_b, 0)
-    gb = None if b.__class__ in SCALARS else g * a / b
-    return ga, gb
-
-
-_xlogy_op = binary("xlogy", _xlogy, _xlogy_grads, saves_inputs=True)
-
-
-def _xlog1py(B, a, b):
-    a, b = _arrays(B, a, b, True)
-    out = a * B.log1p(b)
-    return B.where(B.logical_and(a == 0, B.logical_not(B.isnan(b))), B.zeros_like(out), out)
-
-
-def _xlog1py_grads(a, b, y, g):
-    ga = None
-    if a.__class__ not in SCALARS:
-        if isinstance(b, Tensor):
-            log1p_b = b.log1p()
-        else:
-            log1p_b = math.log1p(b) if b > -1 else -math.inf if b == -1 else math.nan
-        ga = where(a != 0, g * log1p_b, 0)
-    gb = None if b.__class__ in SCALARS else g * a / (b + 1)
-    return ga, gb
-
-
-_xlog1py_op = binary("xlog1py", _xlog1py, _xlog1py_grads, saves_inputs=True)
+_xlogy_op = _x_times_log("xlogy", "log", 0.0)
+_xlog1py_op = _x_times_log("xlog1py", "log1p", -1.0)
 
 
 def xlogy(input: Any, other: Any) -> Tensor:
