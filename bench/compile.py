@@ -25,6 +25,7 @@ CPUs slow NumPy down; they are removed here, in this script's own environment on
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import os
 import random
@@ -45,7 +46,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--part", choices=("loop", "step", "compile", "all"), default="all")
     p.add_argument("--child", choices=("memory eager", "memory compiled", "memory torch", "memory jax", "compile time",
-                                       "jax compile time"),
+                                       "jax compile time", "alone eager", "alone compiled", "alone compiled unretained"),
                    help=argparse.SUPPRESS)
     return p.parse_args()
 
@@ -248,6 +249,29 @@ def step_table() -> None:
         med = statistics.median(times[n])
         vs_torch = f"{ratio(times, n, 'torch'):.2f}x" if "torch" in times else "-"
         print(f"| {n} | {med:.1f} | {med / floor:.2f}x | {vs_torch} | {memory[n]:.1f} |")
+    alone = {w: _child_number(f"alone {w}") for w in ("eager", "compiled", "compiled unretained")}
+    print(f"\neach in a process of its own ({ARGS.rounds * 2} steps): eager {alone['eager']:.1f} ms, compiled "
+          f"{alone['compiled']:.1f} ms ({alone['compiled'] / floor:.2f}x the floor), compiled with "
+          f"nt.retain_freed_memory(False) {alone['compiled unretained']:.1f} ms")
+
+
+def alone_child(which: str) -> None:
+    """The median step of one column in a process of its own, as a training script runs it: the heap's
+    state is then the step's alone (in the side-by-side process the other libraries' large allocations
+    have already raised glibc's mmap threshold).  ``unretained``: with nt.retain_freed_memory(False)."""
+    nt.set_num_threads(ARGS.threads)
+    kind, _, unretained = which.partition(" ")
+    if unretained:
+        nt.retain_freed_memory(False)
+    step = TS.nt_step_fn(step_args(), compiled=kind == "compiled")
+    for _ in range(5):
+        step()
+    times = []
+    for _ in range(ARGS.rounds * 2):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    print(f"{statistics.median(times) * 1e3:.2f}")
 
 
 def memory_child(which: str) -> None:
@@ -256,6 +280,10 @@ def memory_child(which: str) -> None:
         torch.set_num_threads(ARGS.threads)
     step = steps()[which]
     step()
+    # a heap that keeps freed memory (nt.retain_freed_memory, which nt.compile turns on) would otherwise
+    # count the warm-up step's arrays as the baseline: give them back first, so that every column's
+    # growth is its step's whole working set
+    ctypes.CDLL(None).malloc_trim(0)
     before = TS._status_mb("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
@@ -323,6 +351,9 @@ def main() -> None:
         return
     if ARGS.child == "jax compile time":
         jax_compile_time_child()
+        return
+    if ARGS.child and ARGS.child.startswith("alone"):
+        alone_child(ARGS.child.partition(" ")[2])
         return
     if ARGS.child:
         memory_child(ARGS.child.split()[1])

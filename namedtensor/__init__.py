@@ -24,6 +24,7 @@ from ._dtypes import (DType, bool_, complex64, complex128, float16, float32, flo
                       uint16, uint32, uint64)
 from ._names import NamesError
 from .backends import get_num_threads, set_num_threads
+from .backends.heap import retain_freed_memory
 from .checking import Named, NamesSpec, check_names
 from .autograd import enable_grad, grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 # importing the op families attaches their methods to Tensor
@@ -156,8 +157,8 @@ __all__ = [
     "svd", "qr",
     # autograd
     "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
-    # threads, checkpoints
-    "set_num_threads", "get_num_threads", "save", "load",
+    # threads, memory, checkpoints
+    "set_num_threads", "get_num_threads", "retain_freed_memory", "save", "load",
     # conversion, checked signatures, shape dry runs
     "lift", "to_xarray", "from_xarray", "to_pandas", "from_dlpack", "Named", "NamesSpec", "check_names",
     "spec", "trace_shapes", "show", "ShapeTrace", "gradual", "conversion_report", "ConversionReport",

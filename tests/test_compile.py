@@ -10,6 +10,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import namedtensor as nt
 from namedtensor import nn
@@ -312,6 +314,54 @@ def test_numba_kernels_match_numpy_across_broadcasts_sizes_and_dtypes():
         for g, e in zip(got, fn(x, bias)):
             assert g.dtype == e.dtype and g.names == e.names
             assert_close(g, e, rtol=2e-6 if dtype == "float32" else 1e-13, atol=1e-7)
+
+
+def _kernel_layouts(loaded) -> set:
+    """The layouts of the array arguments that the loaded kernels were compiled for ('C', 'A' strided)."""
+    return {t.layout for m in loaded for sig in m.kernel.signatures for t in sig if hasattr(t, "layout")}
+
+
+@settings(max_examples=25)
+@given(data=st.data())
+def test_kernels_take_broadcast_and_strided_operands_as_row_major_arrays(data):
+    pytest.importorskip("numba")
+    ndim = data.draw(st.integers(1, 3), "ndim")
+    shape = tuple(data.draw(st.lists(st.integers(2, 5), min_size=ndim, max_size=ndim), "shape"))
+    names = tuple("abc"[:ndim])
+
+    def operand(label: str, seed: int):
+        ones = data.draw(st.lists(st.booleans(), min_size=ndim, max_size=ndim), f"{label} size-1 dims")
+        dropped = data.draw(st.integers(0, ndim - 1), f"{label} leading dims left out")
+        dims = [(n, 1 if one else size) for n, one, size in zip(names, ones, shape)][dropped:]
+        t = rnd(*(size for _, size in dims), names=tuple(n for n, _ in dims), seed=seed)
+        if len(dims) > 1 and data.draw(st.booleans(), f"{label} strided"):
+            t = rnd(*(size for _, size in dims[::-1]), names=tuple(n for n, _ in dims[::-1]), seed=seed)
+            t = t.permute(*(n for n, _ in dims))  # a view that is not row-major
+        return t.requires_grad_()
+
+    x = rnd(*shape, names=names, seed=1).requires_grad_()
+    b, c = operand("b", 2), operand("c", 3)
+    last = names[-1]
+
+    def fn(x, b, c):
+        y = F.gelu(x * b + c)
+        return y, (y - b).sum(last), (x * c).sum(names[0])
+
+    loaded = []
+    load = numba_codegen._load
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(numba_codegen, "_load", lambda source: loaded.append(load(source)) or loaded[-1])
+        _, got = compiled_quietly(fn, x, b, c)
+        seeds = [rnd(*o.shape, names=o.names, seed=9 + k) for k, o in enumerate(got)]
+        grads = nt.grad(list(got), [x, b, c], seeds)
+    want = fn(x, b, c)
+    for g, e in zip(got, want):
+        assert g.names == e.names
+        assert_close(g, e, rtol=1e-5, atol=1e-5)
+    for g, e in zip(grads, nt.grad(list(want), [x, b, c], seeds)):
+        assert g.names == e.names
+        assert_close(g, e, rtol=1e-4, atol=1e-4)
+    assert loaded and _kernel_layouts(loaded) == {"C"}
 
 
 def test_nan_and_inf_follow_numpy_in_kernels():

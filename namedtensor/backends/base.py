@@ -471,6 +471,10 @@ class Backend:
         notion of layout): then a reshape of ``x`` is free and its rows are contiguous."""
         return True
 
+    def as_row_major(self, x):
+        """``x`` itself where :meth:`row_major`, else a copy whose elements lie in row-major order."""
+        return x
+
     # linear algebra: the standard's linalg extension, on stacks of matrices in the last two dims ---
     def inv(self, x):
         """The inverse of each square matrix."""

@@ -109,6 +109,9 @@ class CupyBackend(Backend):
     def row_major(self, x) -> bool:
         return x.flags.c_contiguous
 
+    def as_row_major(self, x):
+        return self.xp.ascontiguousarray(x)
+
     # what the namespace lacks --------------------------------------------------------
     def erf(self, x):
         from cupyx.scipy.special import erf

@@ -156,6 +156,9 @@ class NumpyBackend(Backend):
     def row_major(self, x) -> bool:
         return x.flags.c_contiguous
 
+    def as_row_major(self, x):
+        return np.ascontiguousarray(x)
+
     def einsum(self, subscripts, *arrays):
         big = any(a.size > 4096 for a in arrays)
         return np.einsum(subscripts, *arrays, optimize="greedy" if big or len(arrays) > 2 else False)

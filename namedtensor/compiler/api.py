@@ -16,7 +16,7 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .._internal import backend_of
-from ..backends import cpu
+from ..backends import cpu, heap
 from ..nn import Module
 from ..tensor import Tensor
 from . import cuda_codegen, formulas, numba_codegen
@@ -172,6 +172,7 @@ class CompiledFunction:
             g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
             absorbs=absorbs), rows=_row_kernels() if cpu_kernels else None)
         program = self.cache[key] = build(graph, report)
+        heap.retain_by_default()
         return program
 
     def _unhashable(self, why: str, args, kwargs) -> Any:

@@ -1,8 +1,11 @@
 """CPU kernels of fused chains: the statements of formulas.py as Numba functions, cached on disk.
 
 A kernel loops over the output's rows, each split in chunks, so that long rows are shared among threads
-too; a chunk is a slice indexed from 0, the form LLVM vectorizes.  The inputs come broadcast to the
-output's shape (NumPy's views with zero strides), so one kernel serves every broadcast.  The kernel
+too; a chunk is a slice indexed from 0, the form LLVM vectorizes.  An input smaller than the output (a
+bias, a scale) comes as a row-major view with size-1 dims, and the kernel is written for its broadcast:
+index 0 along those dims, and one scalar per row where its last dim is 1.  (A view broadcast with zero
+strides would type as a strided array, whose loops Numba leaves scalar: about fifteen times slower.)
+Inputs that are not row-major are copied first, for the same reason.  The kernel
 takes a range of those tasks and releases the GIL: calls with less work than ``_PARALLEL_FROM`` (the
 output's elements times the chain's weight) run on the calling thread (handing work to threads costs
 more), larger ones are split among
@@ -114,55 +117,83 @@ def _loops(names: List[str], bounds: List[str], depth: int) -> Tuple[List[str], 
     return lines, " " * (depth + 4 * len(names))
 
 
-def _per_element(pad: str, ins: List[str], lines: List[formulas.Statement], count: str) -> List[str]:
-    """The innermost loop over ``count`` elements of the slices ``s_<name>``: each input's element, then
-    the statements."""
-    return [f"{pad}for c in range({count}):", *(f"{pad}    {name} = s_{name}[c]" for name in ins),
+#: an input's broadcast: for each of the output's dims, whether the input has size 1 there
+Ones = Tuple[bool, ...]
+
+
+def ones_of(shape: Sequence[int], ndim: int) -> Ones:
+    """The broadcast of an input of ``shape`` into an output of ``ndim`` dims (at least 1)."""
+    padded = (1,) * (ndim - len(shape)) + tuple(shape)
+    return tuple(size == 1 for size in padded)
+
+
+def _slices(pad: str, ins: List[str], ones: Sequence[Ones], index: List[str], last: str) -> List[str]:
+    """The lines taking each input's part of the current row: the slice ``s_<name>`` at ``index`` (the
+    variables of the dims before the last) and ``last`` (the last dim's slice), with 0 along the dims
+    where the input has size 1, or, where its last dim has size 1, its one element ``<name>``."""
+    lines = []
+    for name, one in zip(ins, ones):
+        at = [("0" if o else i) for o, i in zip(one, index)]
+        if one[-1]:
+            lines.append(f"{pad}{name} = a_{name}[{', '.join(at + ['0'])}]")
+        else:
+            lines.append(f"{pad}s_{name} = a_{name}[{', '.join(at + [last])}]")
+    return lines
+
+
+def _per_element(pad: str, ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement],
+                 count: str) -> List[str]:
+    """The innermost loop over ``count`` elements of the slices ``s_<name>``: each input's element (the
+    inputs constant along the row were read by :func:`_slices`), then the statements."""
+    return [f"{pad}for c in range({count}):", *(f"{pad}    {name} = s_{name}[c]" for name, one in zip(ins, ones)
+                                                 if not one[-1]),
             *(f"{pad}    {_statement(*line)}" for line in lines)]
 
 
-def _source(ins: List[str], outs: List[str], lines: List[formulas.Statement], results: List[str], ndim: int) -> str:
-    """A Numba function ``kernel(first, last, *arrays)`` of the arrays ``a_<name>`` of ``ins`` then ``outs``
-    (all of the output's shape), computing ``lines`` per element (an input's element is its name) and
-    writing ``results[k]`` into the array of ``outs[k]``, for the tasks ``first`` to ``last``."""
+def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[formulas.Statement],
+            results: List[str], ndim: int) -> str:
+    """A Numba function ``kernel(first, last, *arrays)`` of the arrays ``a_<name>`` of ``ins`` (broadcast
+    as ``ones`` says) then ``outs`` (of the output's shape), computing ``lines`` per element (an input's
+    element is its name) and writing ``results[k]`` into the array of ``outs[k]``, for the tasks ``first``
+    to ``last``."""
     lead = [f"i{d}" for d in range(ndim - 1)]
     body = _chunk_tasks(f"a_{outs[0]}", ndim, lead)
-    index = ", ".join(lead + ["c0:c0 + n"])
-    body += [f"        s_{name} = a_{name}[{index}]" for name in ins + outs]
-    body += _per_element("        ", ins, lines, "n")
+    body += _slices("        ", ins, ones, lead, "c0:c0 + n")
+    body += [f"        s_{name} = a_{name}[{', '.join(lead + ['c0:c0 + n'])}]" for name in outs]
+    body += _per_element("        ", ins, ones, lines, "n")
     body += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
     args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins + outs])
     return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy')", f"def kernel({args}):", *body, ""])
 
 
-def _reduce_source(ins: List[str], lines: List[formulas.Statement], result: str, dtype: str, ndim: int, k: int,
-                   mean: bool) -> str:
+def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str, dtype: str,
+                   ndim: int, k: int, mean: bool) -> str:
     """``kernel(first, last, *input arrays, out)``: for each output element ``first`` to ``last`` (the flat
     index over the first ``ndim - k`` dims), the sum (or mean) of ``result`` over the last ``k`` dims,
     accumulated in float64.  Reassociating the sum lets LLVM vectorize it."""
     lead = [f"i{d}" for d in range(ndim - k)]
     trail = [f"j{d}" for d in range(k - 1)]
-    shape = f"a_{ins[0]}.shape"
+    shape = "shape"
     body = ["    for task in range(first, last):", "        r = task"]
     for d in range(ndim - k - 1, -1, -1):
         body += [f"        {lead[d]} = r % {shape}[{d}]", f"        r //= {shape}[{d}]"]
     body.append("        acc = 0.0")
     loops, pad = _loops(trail, [f"{shape}[{ndim - k + d}]" for d in range(k - 1)], 8)
     body += loops
-    index = ", ".join(lead + trail + [":"])
-    body += [f"{pad}s_{name} = a_{name}[{index}]" for name in ins]
-    body += _per_element(pad, ins, lines, f"s_{ins[0]}.shape[0]")
+    body += _slices(pad, ins, ones, lead + trail, ":")
+    body += _per_element(pad, ins, ones, lines, f"{shape}[{ndim - 1}]")
     body.append(f"{pad}    acc += {result}")
     if mean:
         count = " * ".join(f"{shape}[{d}]" for d in range(ndim - k, ndim))
         body.append(f"        acc = acc / ({count})")
     body.append(f"        a_out[task] = {dtype}(acc)")
-    args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_out"])
+    args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_out", "shape"])
     return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy', fastmath={'reassoc'})",
                               f"def kernel({args}):", *body, ""])
 
 
-def _leading_source(ins: List[str], lines: List[formulas.Statement], result: str, ndim: int, k: int) -> str:
+def _leading_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str, ndim: int,
+                    k: int) -> str:
     """``kernel(first, last, *input arrays, acc)``: adds ``result`` over the first ``k`` dims into the
     float64 array ``acc`` of the last ``ndim - k`` dims' shape, for the tasks ``first`` to ``last`` (chunks
     of ``acc``'s rows, as :func:`_source` walks an output); each task adds the chunk of every leading
@@ -172,13 +203,12 @@ def _leading_source(ins: List[str], lines: List[formulas.Statement], result: str
     rows = [f"j{d}" for d in range(kept - 1)]
     body = _chunk_tasks("a_acc", kept, rows)
     body.append(f"        s_acc = a_acc[{', '.join(rows + ['c0:c0 + n'])}]")
-    loops, pad = _loops(lead, [f"a_{ins[0]}.shape[{d}]" for d in range(k)], 8)
+    loops, pad = _loops(lead, [f"shape[{d}]" for d in range(k)], 8)
     body += loops
-    index = ", ".join(lead + rows + ["c0:c0 + n"])
-    body += [f"{pad}s_{name} = a_{name}[{index}]" for name in ins]
-    body += _per_element(pad, ins, lines, "n")
+    body += _slices(pad, ins, ones, lead + rows, "c0:c0 + n")
+    body += _per_element(pad, ins, ones, lines, "n")
     body.append(f"{pad}    s_acc[c] += {result}")
-    args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_acc"])
+    args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_acc", "shape"])
     return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy')", f"def kernel({args}):",
                               *body, ""])
 
@@ -192,33 +222,34 @@ def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
     axes = formulas.reduced_axes(axes, len(full))
     k = len(axes)
     ins = [f"x{n}" for n in range(len(inputs))]
+    ones = [ones_of(v.shape, len(full)) for v in inputs]
     out_dtype = _dtypes.as_dtype(outputs[0].dtype)
     shape = tuple(outputs[0].shape)
     size = math.prod(full[a] for a in axes)
     work = math.prod(full) * formulas.work(part)
     if formulas.leading(axes, len(full)):
-        module = _load(_leading_source(ins, lines, result, len(full), k))
+        module = _load(_leading_source(ins, ones, lines, result, len(full), k))
         kept = full[k:]
         count = tasks(kept)
         big = work >= _PARALLEL_FROM and count > 1
 
         def kernel(B, arrays):
-            xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
             acc = B.zeros(kept, dtype=B.native(_dtypes.float64))
-            split(min(get_num_threads(), count) if big else 1, count, module.kernel, *xs, acc)
+            split(min(get_num_threads(), count) if big else 1, count, module.kernel, *_operands(B, arrays, full),
+                  acc, full)
             if kind == "mean":
                 acc = B.divide(acc, float(size), out=acc)
             return (B.reshape(B.astype(acc, B.native(out_dtype)), shape),)
 
         return kernel
-    module = _load(_reduce_source(ins, lines, result, outputs[0].dtype, len(full), k, kind == "mean"))
+    module = _load(_reduce_source(ins, ones, lines, result, outputs[0].dtype, len(full), k, kind == "mean"))
     count = math.prod(full[: len(full) - k])
     big = work >= _PARALLEL_FROM and count > 1
 
     def kernel(B, arrays):
-        xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
         out = B.empty((count,), dtype=B.native(out_dtype))
-        split(min(get_num_threads(), count) if big else 1, count, module.kernel, *xs, out)
+        split(min(get_num_threads(), count) if big else 1, count, module.kernel, *_operands(B, arrays, full), out,
+              full)
         return (B.reshape(out, shape),)
 
     return kernel
@@ -232,7 +263,7 @@ def _reducing_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[
     axes = formulas.reduced_axes(axes, len(full))
     spread = tuple(1 if d in axes else n for d, n in enumerate(full))
     scale = 1.0 / math.prod(full[a] for a in axes) if kind == "mean" else None
-    inner = backward_kernel(part, inputs, [Value(-1, (None,) * len(full), full, outputs[0].dtype, "op")])
+    inner = backward_kernel(part, inputs, [Value(-1, (None,) * len(full), full, outputs[0].dtype, "op")], spread)
     if inner is None:
         return None
 
@@ -266,9 +297,21 @@ def _load(source: str):
     return module
 
 
+def _operands(B, arrays, full) -> list:
+    """``arrays`` as a kernel takes them: row-major, with size-1 dims in front up to ``full``'s rank."""
+    xs = []
+    for a in arrays:
+        a = B.as_row_major(a)
+        if len(a.shape) != len(full):
+            a = B.reshape(a, (1,) * (len(full) - len(a.shape)) + tuple(a.shape))
+        xs.append(a)
+    return xs
+
+
 def _runner(module, shape, out_dtypes: List[str], work: int) -> Callable:
-    """``run(B, arrays) -> outputs`` calling the module's kernel on ``arrays`` broadcast to ``shape``: on
-    one thread for little work, else on ``nt.get_num_threads()`` (the kernel releases the GIL)."""
+    """``run(B, arrays) -> outputs`` calling the module's kernel on ``arrays`` (see :func:`_operands`)
+    for an output of ``shape``: on one thread for little work, else on ``nt.get_num_threads()`` (the
+    kernel releases the GIL)."""
     kernel = module.kernel
     full = shape if shape else (1,)
     dtypes = [_dtypes.as_dtype(d) for d in out_dtypes]
@@ -281,7 +324,7 @@ def _runner(module, shape, out_dtypes: List[str], work: int) -> Callable:
         native = natives.get(B)
         if native is None:
             native = natives[B] = [B.native(d) for d in dtypes]
-        xs = [a if a.shape == full else B.broadcast_to(a, full) for a in arrays]
+        xs = _operands(B, arrays, full)
         outs = [B.empty(full, dtype=d) for d in native]
         if big:
             split(min(get_num_threads(), count), count, kernel, *xs, *outs)
@@ -309,14 +352,17 @@ def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
     in_dtypes = [v.dtype for v in inputs]
     lines, results = formulas.forward(chain, in_dtypes)
     shape = tuple(outputs[0].shape)
+    ndim = max(len(shape), 1)
     ins, outs = [f"x{k}" for k in range(len(inputs))], [f"o{k}" for k in range(len(outputs))]
-    module = _load(_source(ins, outs, lines, results, max(len(shape), 1)))
+    module = _load(_source(ins, [ones_of(v.shape, ndim) for v in inputs], outs, lines, results, ndim))
     return _runner(module, shape, [v.dtype for v in outputs], formulas.work(chain))
 
 
-def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
+def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value],
+                    grad_shape: Optional[Sequence[int]] = None) -> Optional[Callable]:
     """``kernel(B, input arrays, output gradients) -> one gradient per input`` (at the outputs' shape;
-    None for an input without one) on the NumPy backend, or None as for :func:`forward_kernel`."""
+    None for an input without one) on the NumPy backend, or None as for :func:`forward_kernel`.
+    ``grad_shape``: the output gradients' shape where they broadcast (by default the outputs')."""
     if not vectorizes(chain, inputs) or not numba_available():
         return None
     if formulas.split_reduction(chain)[1] is not None:
@@ -327,9 +373,11 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
     if not wanted:
         return None
     shape = tuple(outputs[0].shape)
+    ndim = max(len(shape), 1)
     ins = [f"x{k}" for k in range(len(inputs))] + [f"go{k}" for k in range(len(outputs))]
+    ones = [ones_of(v.shape, ndim) for v in inputs] + [ones_of(grad_shape or shape, ndim)] * len(outputs)
     outs = [f"o{k}" for k in wanted]
-    module = _load(_source(ins, outs, lines, [grads[k] for k in wanted], max(len(shape), 1)))
+    module = _load(_source(ins, ones, outs, lines, [grads[k] for k in wanted], ndim))
     run = _runner(module, shape, [in_dtypes[k] for k in wanted], 2 * formulas.work(chain))
 
     def kernel(B, arrays, out_grads):
