@@ -119,6 +119,12 @@ LOOSE = [
     (lambda: nt.eye(-2), ValueError, "eye: sizes must be >= 0, got -2"),
     (lambda: x23() + "x", TypeError, "add: unsupported operand of type str"),
     (lambda: nt.where(x23() > 0, x23(), "x"), TypeError, "where: unsupported operand of type str"),
+    # NumPy would stack (values, indices) into an unnamed constant: x - x.max(dim) must not run
+    (lambda: x23() - x23().max("b"), TypeError, "sub: unsupported operand of type ValuesIndices holding tensors"),
+    (lambda: x23().max("b") * x23(), TypeError, "take one, e.g. .values"),
+    (lambda: nt.maximum(x23(), x23().min("b")), TypeError, "maximum: unsupported operand of type ValuesIndices"),
+    (lambda: x23() + [x23(), 1.0], TypeError, "add: unsupported operand of type list holding tensors"),
+    (lambda: x23() * (1.0, [x23()]), TypeError, "Stack them first (nt.stack)"),
 ]
 
 

@@ -42,10 +42,22 @@ def operand(x, like: Tensor, op: str) -> Union[Tensor, bool, int, float]:
     B = like._B
     if B.device == "meta" and not B.is_array(x):
         B = backends.cpu()  # a dry run keeps the constant's values: a compiled graph holds them
+    if isinstance(x, (list, tuple)) and _holds_tensor(x):
+        # NumPy would stack the tensors into an unnamed array: names and gradients lost, and x.max(dim)'s
+        # (values, indices) subtracted as two rows where the sizes happen to broadcast
+        fields = getattr(type(x), "_fields", None)
+        hint = (f" {type(x).__name__} is the pair {fields} that ops such as max(dim) return: take one, e.g. "
+                f".{fields[0]}" if fields else " Stack them first (nt.stack) or pass one tensor")
+        raise TypeError(f"{op}: unsupported operand of type {type(x).__name__} holding tensors; expected a Tensor, "
+                        f"a number or an array.{hint}.")
     if B.is_array(x) or hasattr(x, "__array__") or isinstance(x, (list, tuple)):
         data = B.asarray(x)
         return Tensor._make(data, _names.unnamed(len(data.shape)), B)
     raise TypeError(f"{op}: unsupported operand of type {type(x).__name__}; expected a Tensor, a number or an array.")
+
+
+def _holds_tensor(x) -> bool:
+    return any(isinstance(e, Tensor) or (isinstance(e, (list, tuple)) and _holds_tensor(e)) for e in x)
 
 
 def with_param(op: str, t: Tensor, other: Tensor) -> Tensor:
