@@ -562,6 +562,45 @@ def test_kernels_split_their_rows_among_threads(monkeypatch):
         nt.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_broadcast_operands_gradient_is_summed_inside_the_backward_kernel(monkeypatch, threads):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)  # every call is split among the threads
+    monkeypatch.setattr(numpy_kernels, "_pool", None)
+    before = nt.get_num_threads()
+    nt.set_num_threads(threads)
+    try:
+        x = rnd(5, 7, 300, names=("a", "b", "c")).requires_grad_()
+        bias = rnd(300, names=("c",), seed=1).requires_grad_()  # broadcast along the rows
+        scale = rnd(5, 7, 1, names=("a", "b", "c"), seed=2).requires_grad_()  # one number per row
+        fn = lambda x, bias, scale: F.gelu(x * scale + bias)
+        cf = nt.compile(fn)
+        g = rnd(5, 7, 300, names=("a", "b", "c"), seed=3)
+        cf(x, bias, scale)
+        B = nt.backends.cpu()
+        shapes = []
+        empty, zeros = B.empty, B.zeros
+        monkeypatch.setattr(B, "empty", lambda shape, **kw: shapes.append(tuple(shape)) or empty(shape, **kw))
+        monkeypatch.setattr(B, "zeros", lambda shape, **kw: shapes.append(tuple(shape)) or zeros(shape, **kw))
+        got = nt.grad(cf(x, bias, scale), [x, bias, scale], g)
+        monkeypatch.undo()
+        # the forward's output and x's gradient are the only arrays of the output's size: the other two
+        # gradients are one float64 row per part of the work, added up after
+        assert shapes.count((5, 7, 300)) == 2
+        assert (threads, 1, 1, 300) in shapes and (threads, 5, 7, 1) in shapes
+        for a, e in zip(got, nt.grad(fn(x, bias, scale), [x, bias, scale], g)):
+            assert a.names == e.names and a.dtype == e.dtype
+            assert_close(a, e, rtol=1e-5, atol=1e-5)
+        # every operand broadcast: the kernel stores no gradient at the output's size
+        outer = lambda u, v: (u * v + 1.0).relu()
+        got = nt.grad(nt.compile(outer)(scale, bias), [scale, bias], g)
+        for a, e in zip(got, nt.grad(outer(scale, bias), [scale, bias], g)):
+            assert a.names == e.names
+            assert_close(a, e, rtol=1e-5, atol=1e-5)
+    finally:
+        nt.set_num_threads(before)
+
+
 def test_smaller_operands_computed_inside_a_run_or_kept_when_read_after_it():
     pytest.importorskip("numba")
     x = rnd(6, 7, names=("b", "d"), dtype="float64").requires_grad_()

@@ -5,7 +5,9 @@ too; a chunk is a slice indexed from 0, the form LLVM vectorizes.  An input smal
 bias, a scale) comes as a row-major view with size-1 dims, and the kernel is written for its broadcast:
 index 0 along those dims, and one scalar per row where its last dim is 1.  (A view broadcast with zero
 strides would type as a strided array, whose loops Numba leaves scalar: about fifteen times slower.)
-Inputs that are not row-major are copied first, for the same reason.  The kernel
+Inputs that are not row-major are copied first, for the same reason.  A backward kernel sums the
+gradient of such an input as it goes (one float64 row of the input's shape per part of the work), so
+that it is never stored at the output's size.  The kernel
 takes a range of those tasks and releases the GIL: calls with less work than ``_PARALLEL_FROM`` (the
 output's elements times the chain's weight) run on the calling thread (handing work to threads costs
 more), larger ones are split among
@@ -96,17 +98,18 @@ def _statement(var: str, dtype: str, expr: str) -> str:
     return f"{var} = {dtype}({expr})"
 
 
-def _chunk_tasks(array: str, ndim: int, rows: List[str]) -> List[str]:
-    """The lines walking the tasks ``first`` to ``last`` over ``array``'s rows cut in chunks (a task is a
-    chunk of a row; :func:`tasks` counts them): the chunk is ``c0:c0 + n`` of the row at ``rows``."""
-    body = [f"    cols = {array}.shape[{ndim - 1}]",
+def _chunk_tasks(shape: str, ndim: int, rows: List[str]) -> List[str]:
+    """The lines walking the tasks ``first`` to ``last`` over the rows of an array of shape ``shape`` (an
+    expression) cut in chunks (a task is a chunk of a row; :func:`tasks` counts them): the chunk is
+    ``c0:c0 + n`` of the row at ``rows``."""
+    body = [f"    cols = {shape}[{ndim - 1}]",
             f"    chunks = (cols + {_CHUNK} - 1) // {_CHUNK}",
             "    for task in range(first, last):",
             "        r = task // chunks",
             f"        c0 = (task % chunks) * {_CHUNK}",
             f"        n = min({_CHUNK}, cols - c0)"]
     for d in range(ndim - 2, -1, -1):
-        body += [f"        {rows[d]} = r % {array}.shape[{d}]", f"        r //= {array}.shape[{d}]"]
+        body += [f"        {rows[d]} = r % {shape}[{d}]", f"        r //= {shape}[{d}]"]
     return body
 
 
@@ -151,19 +154,36 @@ def _per_element(pad: str, ins: List[str], ones: Sequence[Ones], lines: List[for
 
 
 def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[formulas.Statement],
-            results: List[str], ndim: int) -> str:
+            results: List[str], ndim: int, sums: Sequence[Tuple[str, str, Ones]] = ()) -> str:
     """A Numba function ``kernel(first, last, *arrays)`` of the arrays ``a_<name>`` of ``ins`` (broadcast
     as ``ones`` says) then ``outs`` (of the output's shape), computing ``lines`` per element (an input's
     element is its name) and writing ``results[k]`` into the array of ``outs[k]``, for the tasks ``first``
-    to ``last``."""
+    to ``last``.
+
+    ``sums``: ``(name, result, ones)`` of results summed into a smaller float64 array ``a_<name>`` instead
+    (the gradient of a broadcast input, shaped as ``ones`` says, with a leading dim of one row per part of
+    the work): the kernel then takes ``kernel(first, last, part, *arrays, *sum arrays)`` and adds into row
+    ``part``, so that the parts run at once without sharing a row."""
     lead = [f"i{d}" for d in range(ndim - 1)]
-    body = _chunk_tasks(f"a_{outs[0]}", ndim, lead)
+    body = _chunk_tasks(f"a_{outs[0]}.shape" if outs else "shape", ndim, lead)
     body += _slices("        ", ins, ones, lead, "c0:c0 + n")
     body += [f"        s_{name} = a_{name}[{', '.join(lead + ['c0:c0 + n'])}]" for name in outs]
+    for name, _, one in sums:
+        at = ["part"] + [("0" if o else i) for o, i in zip(one, lead)]
+        body.append(f"        t_{name} = 0.0" if one[-1] else f"        s_{name} = a_{name}[{', '.join(at + ['c0:c0 + n'])}]")
     body += _per_element("        ", ins, ones, lines, "n")
     body += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
-    args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins + outs])
-    return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy')", f"def kernel({args}):", *body, ""])
+    body += [f"            t_{name} += {r}" if one[-1] else f"            s_{name}[c] += {r}" for name, r, one in sums]
+    for name, _, one in sums:
+        if one[-1]:
+            at = ["part"] + [("0" if o else i) for o, i in zip(one, lead)] + ["0"]
+            body.append(f"        a_{name}[{', '.join(at)}] += t_{name}")
+    args = ", ".join(["first", "last"] + (["part"] if sums else []) + [f"a_{name}" for name in ins + outs]
+                     + [f"a_{name}" for name, _, _ in sums] + ([] if outs else ["shape"]))
+    # a row's sum vectorizes only if it may be reassociated, as the reduction kernels' sums
+    flags = ", fastmath={'reassoc'}" if any(one[-1] for _, _, one in sums) else ""
+    return "\n".join(_HEAD + [f"@njit(cache=True, nogil=True, error_model='numpy'{flags})", f"def kernel({args}):",
+                              *body, ""])
 
 
 def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str, dtype: str,
@@ -201,7 +221,7 @@ def _leading_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.S
     kept = ndim - k
     lead = [f"i{d}" for d in range(k)]
     rows = [f"j{d}" for d in range(kept - 1)]
-    body = _chunk_tasks("a_acc", kept, rows)
+    body = _chunk_tasks("a_acc.shape", kept, rows)
     body.append(f"        s_acc = a_acc[{', '.join(rows + ['c0:c0 + n'])}]")
     loops, pad = _loops(lead, [f"shape[{d}]" for d in range(k)], 8)
     body += loops
@@ -374,14 +394,58 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
         return None
     shape = tuple(outputs[0].shape)
     ndim = max(len(shape), 1)
+    full = shape or (1,)
     ins = [f"x{k}" for k in range(len(inputs))] + [f"go{k}" for k in range(len(outputs))]
     ones = [ones_of(v.shape, ndim) for v in inputs] + [ones_of(grad_shape or shape, ndim)] * len(outputs)
-    outs = [f"o{k}" for k in wanted]
-    module = _load(_source(ins, ones, outs, lines, [grads[k] for k in wanted], ndim))
-    run = _runner(module, shape, [in_dtypes[k] for k in wanted], 2 * formulas.work(chain))
+    # a broadcast input's gradient is summed in the kernel, never stored at the output's shape
+    summed = [k for k in wanted if any(o and n > 1 for o, n in zip(ones[k], full))]
+    whole = [k for k in wanted if k not in summed]
+    module = _load(_source(ins, ones, [f"o{k}" for k in whole], lines, [grads[k] for k in whole], ndim,
+                           [(f"r{k}", grads[k], ones[k]) for k in summed]))
+    if not summed:
+        run = _runner(module, shape, [in_dtypes[k] for k in whole], 2 * formulas.work(chain))
+
+        def kernel(B, arrays, out_grads):
+            computed = iter(run(B, [*arrays, *out_grads]))
+            return [next(computed) if g is not None else None for g in grads]
+
+        return kernel
+    run = _summing_runner(module, full, [in_dtypes[k] for k in whole],
+                          [(tuple(1 if o else n for o, n in zip(ones[k], full)), tuple(inputs[k].shape), in_dtypes[k])
+                           for k in summed], 2 * formulas.work(chain))
 
     def kernel(B, arrays, out_grads):
-        computed = iter(run(B, [*arrays, *out_grads]))
-        return [next(computed) if g is not None else None for g in grads]
+        outs, sums = run(B, [*arrays, *out_grads])
+        made = dict(zip(whole, [o if full == shape else B.reshape(o, shape) for o in outs]))
+        made.update(zip(summed, sums))
+        return [made.get(k) for k in range(len(grads))]
 
     return kernel
+
+
+def _summing_runner(module, full, out_dtypes: List[str], sums: List[Tuple[tuple, tuple, str]], work: int) -> Callable:
+    """``run(B, arrays) -> (outputs, sums)`` for a kernel with summed results (:func:`_source`'s ``sums``,
+    each given as its shape among the output's dims, its own shape and its dtype): the tasks are cut in
+    parts, each adding into its own float64 row of every sum, and the rows are added up after."""
+    kernel = module.kernel
+    dtypes = [_dtypes.as_dtype(d) for d in out_dtypes]
+    count = tasks(full)
+    parts = (lambda: min(get_num_threads(), count)) if math.prod(full) * work >= _PARALLEL_FROM else (lambda: 1)
+
+    def run(B, arrays):
+        xs = _operands(B, arrays, full)
+        outs = [B.empty(full, dtype=B.native(d)) for d in dtypes]
+        n = parts()
+        accs = [B.zeros((n,) + padded, dtype=B.native(_dtypes.float64)) for padded, _, _ in sums]
+        bounds = [count * p // n for p in range(n + 1)]
+
+        def each(first_part: int, last_part: int) -> None:
+            for p in range(first_part, last_part):
+                kernel(bounds[p], bounds[p + 1], p, *xs, *outs, *accs, *([] if outs else [full]))
+
+        split(n, n, each)
+        totals = [B.reshape(B.astype(B.sum(acc, axis=0), B.native(_dtypes.as_dtype(dtype))), shape)
+                  for acc, (_, shape, dtype) in zip(accs, sums)]
+        return outs, totals
+
+    return run
