@@ -601,6 +601,45 @@ def test_a_broadcast_operands_gradient_is_summed_inside_the_backward_kernel(monk
         nt.set_num_threads(before)
 
 
+def test_a_linear_layers_bias_joins_the_fused_chain_that_reads_it():
+    pytest.importorskip("numba")
+    x = rnd(3, 4, 5, names=("b", "s", "embed"), dtype="float64").requires_grad_()
+    w = rnd(6, 5, names=("hidden", "embed"), seed=1, dtype="float64").requires_grad_()
+    bias = rnd(6, names=("hidden",), seed=2, dtype="float64").requires_grad_()
+    fn = lambda x, w, bias: (F.linear(x, w, bias) * 0.5).relu()
+    cf, got = compiled_quietly(fn, x, w, bias)
+    text = cf.explain()
+    assert "biases split: 1" in text and "fused[add+mul+relu]" in text and "linear(%0, %1, ax=2" in text
+    assert got.names == ("b", "s", "hidden")
+    assert_close(got, fn(x, w, bias))
+    assert gradcheck(cf, x, w, bias)
+    g = rnd(3, 4, 6, names=("b", "s", "hidden"), seed=3, dtype="float64")
+    for a, e in zip(nt.grad(cf(x, w, bias), [x, w, bias], g), nt.grad(fn(x, w, bias), [x, w, bias], g)):
+        assert a.names == e.names
+        assert_close(a, e)
+
+
+@pytest.mark.parametrize("case", ["residual", "two readers", "returned", "dim inside", "no bias"])
+def test_a_bias_stays_in_its_layer_where_splitting_would_not_pay(case):
+    pytest.importorskip("numba")
+    x = rnd(3, 4, 5, names=("b", "s", "embed"))
+    w = rnd(5, 5, names=("embed_out", "embed"), seed=1)
+    bias = rnd(5, names=("embed_out",), seed=2)
+    fns = {
+        "residual": lambda x: (x.rename(embed="embed_out") + F.linear(x, w, bias)).relu(),
+        "two readers": lambda x: (lambda y: (y.relu(), y * 2.0))(F.linear(x, w, bias)),
+        "returned": lambda x: (lambda y: (y, y.relu()))(F.linear(x, w, bias)),
+        "dim inside": lambda x: F.linear(x.align_to("embed", "b", "s"), w, bias).relu(),
+        "no bias": lambda x: F.linear(x, w).relu(),
+    }
+    cf, got = compiled_quietly(fns[case], x)
+    assert "biases split: 0" in cf.explain()
+    for a, e in zip(got if isinstance(got, tuple) else (got,), (lambda r: r if isinstance(r, tuple) else (r,))(
+            fns[case](x))):
+        assert a.names == e.names
+        assert_close(a, e, rtol=1e-6, atol=1e-6)
+
+
 def test_smaller_operands_computed_inside_a_run_or_kept_when_read_after_it():
     pytest.importorskip("numba")
     x = rnd(6, 7, names=("b", "d"), dtype="float64").requires_grad_()

@@ -18,11 +18,12 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .._internal import backend_of
 from ..backends import cpu, heap
 from ..nn import Module
+from ..ops.elementwise import add
 from ..tensor import Tensor
 from . import cuda_codegen, formulas, numba_codegen
 from .capture import Untraceable, capture, describe_key, flatten, signature, unflatten
 from .ir import Node, Value
-from .passes import fuse_elementwise, optimize
+from .passes import fuse_elementwise, optimize, split_biases
 from .program import Program, build
 
 __all__ = ["compile", "CompiledFunction"]
@@ -170,7 +171,8 @@ class CompiledFunction:
         cpu_kernels = fusible is not None and backend == "numpy"
         report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(
             g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
-            absorbs=absorbs), rows=_row_kernels() if cpu_kernels else None)
+            absorbs=absorbs), rows=_row_kernels() if cpu_kernels else None,
+            split=None if fusible is None else lambda g: split_biases(g, fusible, add.op))
         program = self.cache[key] = build(graph, report)
         heap.retain_by_default()
         return program

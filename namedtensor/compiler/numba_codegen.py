@@ -6,8 +6,8 @@ bias, a scale) comes as a row-major view with size-1 dims, and the kernel is wri
 index 0 along those dims, and one scalar per row where its last dim is 1.  (A view broadcast with zero
 strides would type as a strided array, whose loops Numba leaves scalar: about fifteen times slower.)
 Inputs that are not row-major are copied first, for the same reason.  A backward kernel sums the
-gradient of such an input as it goes (one float64 row of the input's shape per part of the work), so
-that it is never stored at the output's size.  The kernel
+gradient of such an input as it goes (one row of the input's shape per part of the work, in its
+dtype), so that it is never stored at the output's size.  The kernel
 takes a range of those tasks and releases the GIL: calls with less work than ``_PARALLEL_FROM`` (the
 output's elements times the chain's weight) run on the calling thread (handing work to threads costs
 more), larger ones are split among
@@ -160,28 +160,31 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
     element is its name) and writing ``results[k]`` into the array of ``outs[k]``, for the tasks ``first``
     to ``last``.
 
-    ``sums``: ``(name, result, ones)`` of results summed into a smaller float64 array ``a_<name>`` instead
+    ``sums``: ``(name, result, ones, dtype)`` of results summed into a smaller array ``a_<name>`` instead
     (the gradient of a broadcast input, shaped as ``ones`` says, with a leading dim of one row per part of
     the work): the kernel then takes ``kernel(first, last, part, *arrays, *sum arrays)`` and adds into row
-    ``part``, so that the parts run at once without sharing a row."""
+    ``part``, so that the parts run at once without sharing a row.  The sums are in the input's
+    ``dtype``, as NumPy sums a gradient over rows: float64 sums would cut a float32 chain's vector lanes
+    by half."""
     lead = [f"i{d}" for d in range(ndim - 1)]
     body = _chunk_tasks(f"a_{outs[0]}.shape" if outs else "shape", ndim, lead)
     body += _slices("        ", ins, ones, lead, "c0:c0 + n")
     body += [f"        s_{name} = a_{name}[{', '.join(lead + ['c0:c0 + n'])}]" for name in outs]
-    for name, _, one in sums:
+    for name, _, one, dtype in sums:
         at = ["part"] + [("0" if o else i) for o, i in zip(one, lead)]
-        body.append(f"        t_{name} = 0.0" if one[-1] else f"        s_{name} = a_{name}[{', '.join(at + ['c0:c0 + n'])}]")
+        body.append(f"        t_{name} = {dtype}(0.0)" if one[-1]
+                    else f"        s_{name} = a_{name}[{', '.join(at + ['c0:c0 + n'])}]")
     body += _per_element("        ", ins, ones, lines, "n")
     body += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
-    body += [f"            t_{name} += {r}" if one[-1] else f"            s_{name}[c] += {r}" for name, r, one in sums]
-    for name, _, one in sums:
+    body += [f"            t_{name} += {r}" if one[-1] else f"            s_{name}[c] += {r}" for name, r, one, _ in sums]
+    for name, _, one, _ in sums:
         if one[-1]:
             at = ["part"] + [("0" if o else i) for o, i in zip(one, lead)] + ["0"]
             body.append(f"        a_{name}[{', '.join(at)}] += t_{name}")
     args = ", ".join(["first", "last"] + (["part"] if sums else []) + [f"a_{name}" for name in ins + outs]
-                     + [f"a_{name}" for name, _, _ in sums] + ([] if outs else ["shape"]))
+                     + [f"a_{name}" for name, _, _, _ in sums] + ([] if outs else ["shape"]))
     # a row's sum vectorizes only if it may be reassociated, as the reduction kernels' sums
-    flags = ", fastmath={'reassoc'}" if any(one[-1] for _, _, one in sums) else ""
+    flags = ", fastmath={'reassoc'}" if any(one[-1] for _, _, one, _ in sums) else ""
     return "\n".join(_HEAD + [f"@njit(cache=True, nogil=True, error_model='numpy'{flags})", f"def kernel({args}):",
                               *body, ""])
 
@@ -401,7 +404,7 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
     summed = [k for k in wanted if any(o and n > 1 for o, n in zip(ones[k], full))]
     whole = [k for k in wanted if k not in summed]
     module = _load(_source(ins, ones, [f"o{k}" for k in whole], lines, [grads[k] for k in whole], ndim,
-                           [(f"r{k}", grads[k], ones[k]) for k in summed]))
+                           [(f"r{k}", grads[k], ones[k], in_dtypes[k]) for k in summed]))
     if not summed:
         run = _runner(module, shape, [in_dtypes[k] for k in whole], 2 * formulas.work(chain))
 
@@ -426,7 +429,7 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
 def _summing_runner(module, full, out_dtypes: List[str], sums: List[Tuple[tuple, tuple, str]], work: int) -> Callable:
     """``run(B, arrays) -> (outputs, sums)`` for a kernel with summed results (:func:`_source`'s ``sums``,
     each given as its shape among the output's dims, its own shape and its dtype): the tasks are cut in
-    parts, each adding into its own float64 row of every sum, and the rows are added up after."""
+    parts, each adding into its own row of every sum, and the rows are added up after."""
     kernel = module.kernel
     dtypes = [_dtypes.as_dtype(d) for d in out_dtypes]
     count = tasks(full)
@@ -436,7 +439,7 @@ def _summing_runner(module, full, out_dtypes: List[str], sums: List[Tuple[tuple,
         xs = _operands(B, arrays, full)
         outs = [B.empty(full, dtype=B.native(d)) for d in dtypes]
         n = parts()
-        accs = [B.zeros((n,) + padded, dtype=B.native(_dtypes.float64)) for padded, _, _ in sums]
+        accs = [B.zeros((n,) + padded, dtype=B.native(_dtypes.as_dtype(dtype))) for padded, _, dtype in sums]
         bounds = [count * p // n for p in range(n + 1)]
 
         def each(first_part: int, last_part: int) -> None:
@@ -444,8 +447,7 @@ def _summing_runner(module, full, out_dtypes: List[str], sums: List[Tuple[tuple,
                 kernel(bounds[p], bounds[p + 1], p, *xs, *outs, *accs, *([] if outs else [full]))
 
         split(n, n, each)
-        totals = [B.reshape(B.astype(B.sum(acc, axis=0), B.native(_dtypes.as_dtype(dtype))), shape)
-                  for acc, (_, shape, dtype) in zip(accs, sums)]
+        totals = [B.reshape(acc[0] if n == 1 else B.sum(acc, axis=0), shape) for acc, (_, shape, _) in zip(accs, sums)]
         return outs, totals
 
     return run

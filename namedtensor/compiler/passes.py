@@ -6,7 +6,10 @@ is pure (in-place writes, backward passes and random draws refuse to trace; see 
 may be dropped when nothing reads its outputs, merged with an identical earlier one, or evaluated once
 when it reads constants only.
 
-Fusion groups consecutive elementwise nodes whose outputs have one shape into one node of a fused
+Before fusion, a linear layer whose output only one fusible node reads gives its bias to an add node
+of its own (``split_biases``), so that the bias joins the chain's kernel (bias + GELU: one pass instead
+of two, and the bias's gradient summed inside the backward kernel).  Fusion groups consecutive
+elementwise nodes whose outputs have one shape into one node of a fused
 op (``namedtensor/ops/fusion.py``), with a kernel generated for the whole group where the code
 generators know every member (formulas.py); a group's outputs are the members' values that something
 after it reads.  Ops that run the backend's row hooks (``Op.row_kernels``: layer and RMS norm,
@@ -24,8 +27,8 @@ from ..ops.fusion import Chain, Member, fused
 from .formulas import COMPOSITE, broadcast_shape
 from .ir import ArrayOf, Graph, Node, Value, map_leaves
 
-__all__ = ["eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants", "fuse_elementwise",
-           "use_row_kernels", "optimize"]
+__all__ = ["eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants", "split_biases",
+           "fuse_elementwise", "use_row_kernels", "optimize"]
 
 
 def _rewrite(graph: Graph, replace: Dict[int, Value]) -> None:
@@ -127,6 +130,42 @@ def fold_constants(graph: Graph) -> int:
 
 
 # ----------------------------------------------------------------------------- fusion
+
+
+#: ops whose backward hands the gradient on as it is: a fused kernel would write it out again, which
+#: costs what the bias's own pass saves, so a bias that only such an op reads stays in its layer
+_PASS_THROUGH = frozenset({"add", "sub"})
+
+
+def split_biases(graph: Graph, fusible: Callable[[Node], bool], add: type) -> int:
+    """Make each linear layer whose bias lies along the output's last dim and whose output one
+    ``fusible`` node alone reads (not returned, not an add) compute without its bias, followed by a node
+    of ``add`` (the elementwise add's Op class) adding it, which fusion then joins to that reader.
+    Returns how many."""
+    readers: Dict[int, List[Node]] = {}
+    for n in graph.nodes:
+        for v in {v.id: v for v in n.values_read()}.values():
+            readers.setdefault(v.id, []).append(n)
+    returned = {v.id for v in graph.outputs if isinstance(v, Value)}
+    out: List[Node] = []
+    count = 0
+    for n in graph.nodes:
+        y = n.outputs[0]
+        reads = readers.get(y.id, [])
+        if (n.op.name == "linear" and len(n.args) == 3 and isinstance(n.args[2], Value) and not n.params["t"]
+                and n.params["ax"] == len(y.shape) - 1 and y.id not in returned and len(reads) == 1
+                and fusible(reads[0]) and reads[0].op.name not in _PASS_THROUGH):
+            plain = graph.new_value(y.names, y.shape, y.dtype, "op")
+            layer = Node(n.op, n.args[:2], n.params, (plain,), n.names)
+            plain.source = layer
+            bias = Node(add, (plain, n.args[2]), {}, (y,), n.names)
+            y.source = bias
+            out += [layer, bias]
+            count += 1
+        else:
+            out.append(n)
+    graph.nodes = out
+    return count
 
 
 def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for: Callable,
@@ -292,12 +331,16 @@ def use_row_kernels(graph: Graph, rows: Any, dtypes=("float32", "float64")) -> i
     return count
 
 
-def optimize(graph: Graph, fuse: Optional[Callable[[Graph], int]] = None, rows: Any = None) -> Dict[str, int]:
-    """The passes in order; returns what each did (for ``explain()``)."""
+def optimize(graph: Graph, fuse: Optional[Callable[[Graph], int]] = None, rows: Any = None,
+             split: Optional[Callable[[Graph], int]] = None) -> Dict[str, int]:
+    """The passes in order; returns what each did (for ``explain()``).  ``split``: :func:`split_biases`
+    with its arguments bound, where fusion makes kernels."""
     report = {"nodes traced": len(graph.nodes)}
     report["constants folded"] = fold_constants(graph)
     report["subexpressions merged"] = eliminate_common_subexpressions(graph)
     report["dead nodes dropped"] = eliminate_dead_code(graph)
+    if split is not None:
+        report["biases split"] = split(graph)
     if fuse is not None:
         report["fused groups"] = fuse(graph)
     if rows is not None:

@@ -122,6 +122,7 @@ def binary(name: str, forward: Callable, grads: Optional[Callable] = None, *, sa
     fn.__doc__ = f"Elementwise ``{name}`` with broadcasting; names unify (rule 2)."
     entry, operator = (fn, fn) if reuses is None else _elision.reusing_buffers(fn, op, reuses)
     entry.operator = operator  # type: ignore[attr-defined]  # a function attribute, which mypy cannot see
+    entry.op = op  # type: ignore[attr-defined]  # the Op class, for graph rewrites (compiler/passes.py)
     return cast(Binary, entry)
 
 
