@@ -6,10 +6,13 @@ are medians in ms, ratios medians of per-round ratios):
 * ``loop``: PyTorch's TorchScript example ``for _ in range(10): x = x * x`` on float32 vectors of
   several sizes: NumPy, namedtensor eager, namedtensor compiled (one fused kernel), PyTorch eager.
 * ``step``: one training step (forward, backward, AdamW) of bench/train_step.py's block (batch 16, seq
-  128, model 256, 8 heads, MLP 1024): eager, the block compiled, PyTorch eager, and JAX with the whole
-  step (loss, ``jax.grad``, the AdamW update) under one ``jax.jit``; against the matmul floor,
-  the step's 10.47 GFLOP of matrix products at the float32 matmul rate measured here on the same
-  threads.  Peak memory as train_step.py measures it, each column in a process of its own.
+  128, model 256, 8 heads, MLP 1024): eager (``AdamW()``), the block compiled with ``AdamW(fused=True)``,
+  PyTorch eager with ``AdamW(fused=True)`` (its fastest CPU update), and JAX with the whole step (loss,
+  ``jax.grad``, the AdamW update) under one ``jax.jit``; against the matmul floor, the step's 10.47 GFLOP
+  of matrix products at the float32 matmul rate measured here on the same threads.  Peak memory as
+  train_step.py measures it (the heap trimmed after the warm-up step), each column in a process of its
+  own; then eager and compiled each alone in a process, as a training script runs them, compiled also
+  with ``nt.retain_freed_memory(False)``.
 * ``compile``: the compiled block's first call minus a later one (tracing, passes, kernel generation and
   Numba's compilation), in a new process with an empty kernel cache and in a second process that finds
   the cache (``NAMEDTENSOR_CACHE_DIR``); and the same for JAX's jitted step (XLA compiles in memory).
@@ -219,9 +222,9 @@ def jax_step_fn(a: argparse.Namespace):
 
 def steps() -> dict:
     a = step_args()
-    fns = {"eager": TS.nt_step_fn(a), "compiled": TS.nt_step_fn(a, compiled=True)}
+    fns = {"eager": TS.nt_step_fn(a), "compiled": TS.nt_step_fn(a, compiled=True, fused=True)}
     if torch is not None:
-        fns["torch"] = TS.torch_step_fn(a)
+        fns["torch"] = TS.torch_step_fn(a, fused=True)
     if jax is not None:
         fns["jax"] = jax_step_fn(a)
     return fns
@@ -263,7 +266,7 @@ def alone_child(which: str) -> None:
     kind, _, unretained = which.partition(" ")
     if unretained:
         nt.retain_freed_memory(False)
-    step = TS.nt_step_fn(step_args(), compiled=kind == "compiled")
+    step = TS.nt_step_fn(step_args(), compiled=kind == "compiled", fused=kind == "compiled")
     for _ in range(5):
         step()
     times = []

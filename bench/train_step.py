@@ -105,8 +105,9 @@ def data(a: argparse.Namespace):
 # ----------------------------------------------------------------------------- namedtensor
 
 
-def nt_step_fn(a: argparse.Namespace, compiled: bool = False):
-    """namedtensor's step; with ``compiled`` the block runs through ``nt.compile`` (bench/compile.py)."""
+def nt_step_fn(a: argparse.Namespace, compiled: bool = False, fused: bool = False):
+    """namedtensor's step; with ``compiled`` the block runs through ``nt.compile``, with ``fused`` the
+    update is ``AdamW(fused=True)`` (bench/compile.py)."""
     block = nt.nn.TransformerBlock("embed", a.model, a.heads, a.mlp)
     w = initial_weights(a)
     sd = block.state_dict()
@@ -119,7 +120,7 @@ def nt_step_fn(a: argparse.Namespace, compiled: bool = False):
         prefix, leaf = key.rsplit(".", 1)
         new[key] = nt.tensor(w[ours[prefix] + "." + leaf], names=sd[key].names)
     block.load_state_dict(new)
-    opt = nt.optim.AdamW(block.parameters(), lr=LR)
+    opt = nt.optim.AdamW(block.parameters(), lr=LR, fused=fused or None)
     x_np, y_np = data(a)
     x, y = nt.tensor(x_np, names=NAMES), nt.tensor(y_np, names=NAMES)
 
@@ -139,7 +140,8 @@ def nt_step_fn(a: argparse.Namespace, compiled: bool = False):
 # ----------------------------------------------------------------------------- PyTorch
 
 
-def torch_step_fn(a: argparse.Namespace):
+def torch_step_fn(a: argparse.Namespace, fused: bool = False):
+    """PyTorch's step; with ``fused`` the update is ``AdamW(fused=True)`` (bench/compile.py)."""
     F = torch.nn.functional
     d, h = a.model, a.heads
 
@@ -160,7 +162,7 @@ def torch_step_fn(a: argparse.Namespace):
 
     block = Block()
     block.load_state_dict({k: torch.from_numpy(v) for k, v in initial_weights(a).items()})
-    opt = torch.optim.AdamW(block.parameters(), lr=LR)
+    opt = torch.optim.AdamW(block.parameters(), lr=LR, fused=fused or None)
     x_np, y_np = data(a)
     x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
 

@@ -128,11 +128,74 @@ def test_adam_matches_reference_over_steps(kind, options):
         assert "max_exp_avg_sq" not in state
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("options", ADAM_OPTIONS, ids=str)
+@pytest.mark.parametrize("kind", ["Adam", "AdamW"])
+def test_fused_adam_is_the_grouped_update_bit_for_bit(kind, options, dtype, monkeypatch):
+    pytest.importorskip("numba")
+    from namedtensor.backends import numba_kernels
+
+    monkeypatch.setattr(numba_kernels, "_ADAM_PARALLEL_FROM", 40)  # the 10 x 11 parameter goes to 2 threads
+    threads = nt.get_num_threads()
+    nt.set_num_threads(2)
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal((10, 11)).astype(dtype), rng.standard_normal(5).astype(dtype),
+              rng.standard_normal((4, 3)).astype(dtype).T]  # the last one is not row-major
+    grads = [grads_for(a.shape, 4, seed=k, dtype=dtype) for k, a in enumerate(arrays)]
+    names = [("r", "c"), ("b",), ("x", "y")]
+    results = []
+    try:
+        for fused in (None, True):
+            params = [nt.tensor(a, names=n, requires_grad=True) for a, n in zip(arrays, names)]
+            opt = getattr(optim, kind)(params, lr=0.05, fused=fused, **options)
+            unfusable = nt.backends.cpu().name != "numpy" and (options.get("amsgrad") or options.get("maximize"))
+            if fused and unfusable:
+                with pytest.raises(NotImplementedError, match=f"{kind}\\(fused=True\\): the fused update on "
+                                                              "array_api_strict takes neither amsgrad nor maximize"):
+                    run(opt, params, grads)
+                return
+            run(opt, params, grads)
+            results.append([p.detach().numpy().copy() for p in params]
+                           + [opt.state[p][k].numpy().copy() for p in params for k in opt.state[p] if k != "step"])
+    finally:
+        nt.set_num_threads(threads)
+    for a, b in zip(*results):
+        assert a.dtype == b.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(a, b)
+
+
+def test_fused_and_foreach_options():
+    p, _ = make()
+    assert optim.AdamW([p], foreach=True).param_groups[0]["foreach"] is True
+    with pytest.raises(RuntimeError, match="AdamW: `fused` and `foreach` cannot be `True` together"):
+        optim.AdamW([p], fused=True, foreach=True)
+    with pytest.raises(TypeError, match="Adam: fused must be None or a bool, got 'yes'"):
+        optim.Adam([p], fused="yes")
+    with pytest.raises(TypeError, match="AdamW: foreach must be None or a bool, got 1"):
+        optim.AdamW([p], foreach=1)
+
+
+def test_fused_adam_without_numba_says_what_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "namedtensor.backends.numba_kernels", None)  # importing it fails
+    monkeypatch.delattr(nt.backends, "numba_kernels", raising=False)
+    p, _ = make()
+    if nt.backends.cpu().name == "numpy":
+        with pytest.raises(RuntimeError, match=r"AdamW\(fused=True\) on the CPU needs Numba: pip install "
+                                               r"'named-tensors\[jit\]'"):
+            optim.AdamW([p], fused=True)
+    else:  # the fused update of other backends is their adamw_ hook
+        assert optim.AdamW([p], fused=True).param_groups[0]["fused"] is True
+
+
 def test_adamw_defaults_match_pytorch():
     p, _ = make()
     group = optim.AdamW([p]).param_groups[0]
-    assert {k: group[k] for k in ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize")} == dict(
-        lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, maximize=False)
+    assert {k: group[k] for k in ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize", "foreach",
+                                  "fused")} == dict(
+        lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, maximize=False, foreach=None,
+        fused=None)
     assert optim.Adam([p]).param_groups[0]["weight_decay"] == 0.0
     assert optim.SGD([p]).param_groups[0]["lr"] == 1e-3
 

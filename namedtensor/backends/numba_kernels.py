@@ -11,7 +11,9 @@ gradients are summed per thread, then over the threads.  Inputs the kernels do n
 dtypes, other layouts, empty rows) go to the NumPy backend's hooks.
 
 nt.compile hands this module to the nodes of the ops that take a ``rows`` param (``Op.row_kernels``:
-layer and RMS norm, attention); importing it imports Numba.
+layer and RMS norm, attention); importing it imports Numba.  ``adam_`` is the update of
+``Adam(fused=True)`` and ``AdamW(fused=True)`` on the CPU: the backend's Adam step in one pass over each
+parameter instead of a chunked pass per operation.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from numba import njit
 
 from .numba_math import exp_of
 from .numpy_kernels import get_num_threads, split
+from .update_math import adam_chunk, adam_coefficients, chunks, out_ops
 
-__all__ = ["norm_rows", "norm_rows_backward", "softmax_columns", "softmax_columns_backward"]
+__all__ = ["norm_rows", "norm_rows_backward", "softmax_columns", "softmax_columns_backward", "adam_"]
 
 #: elements of a block before it is split among threads: a hand-off costs tens of microseconds, a row of
 #: a few hundred elements about a tenth of one
@@ -209,3 +212,63 @@ def softmax_columns_backward(d, e, c):
     c2 = c.reshape(d3.shape[0], n_query)
     split(_parts(d3.shape[0], n_key * n_query), d3.shape[0], _softmax_columns_backward, d3, e3, c2)
     return d
+
+
+# ----------------------------------------------------------------------------- Adam(fused=True)
+
+#: elements of a parameter before its update is split among threads (about a nanosecond each)
+_ADAM_PARALLEL_FROM = 1 << 20
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _adam(first, last, x, g, m, v, v_max, negate, decay, l2, beta1, keep1, beta2, keep2, eps, step_size):
+    # update_math.adam_chunk's operations in its order, each rounded to the parameter's dtype as NumPy's
+    # float32 loops round them: the same values, bit for bit, in one pass.  The loop runs over slices
+    # indexed from 0: an index that might be negative (wrapped around) keeps LLVM from vectorizing.
+    xs, gs, ms, vs = x[first:last], g[first:last], m[first:last], v[first:last]
+    tops = v_max[first:last] if v_max is not None else None
+    for i in range(last - first):
+        gi = -gs[i] if negate else gs[i]
+        xi = xs[i]
+        if decay is not None:
+            xi = xi * decay
+        if l2 is not None:
+            gi = gi + xi * l2
+        vi = vs[i] * beta2 + gi * gi * keep2
+        mi = ms[i] * beta1 + gi * keep1
+        vs[i] = vi
+        ms[i] = mi
+        if tops is not None:
+            top = tops[i]
+            vi = vi if (vi > top or vi != vi) else top  # np.maximum: a NaN wins
+            tops[i] = vi
+        xs[i] = xi - mi / (np.sqrt(vi) + eps) * step_size
+
+
+def adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, *, lr: float, beta1: float, beta2: float,
+          eps: float, weight_decay: float, step: int, decoupled: bool, maximize: bool) -> None:
+    """One Adam step (``decoupled``: AdamW) in place, each parameter in one pass: what the backend's
+    ``adamw_`` computes (with amsgrad's running maxima ``max_exp_avg_sqs``, a list or None, and
+    ``maximize``), bit for bit.  Arrays the kernel does not take (not float32/64, not C-contiguous) are
+    updated by the backend's chunked passes instead."""
+    eps, step_size, decay, l2 = adam_coefficients(lr, beta1, beta2, eps, weight_decay, step, decoupled)
+    maxima = max_exp_avg_sqs if max_exp_avg_sqs is not None else [None] * len(params)
+    for x, grad, m, v, v_max in zip(params, grads, exp_avgs, exp_avg_sqs, maxima):
+        if not _takes(x, m, v, v_max) or not all(a is None or a.flags.c_contiguous for a in (m, v, v_max)):
+            _backend_adam(x, grad, m, v, v_max, beta1, beta2, eps, step_size, decay, l2, maximize)
+            continue
+        t = x.dtype.type
+        g = np.ascontiguousarray(grad, dtype=x.dtype).reshape(-1)
+        n = x.size
+        parts = max(1, min(get_num_threads(), n // _ADAM_PARALLEL_FROM))
+        split(parts, n, _adam, x.reshape(-1), g, m.reshape(-1), v.reshape(-1),
+              None if v_max is None else v_max.reshape(-1), maximize, None if decay is None else t(decay),
+              None if l2 is None else t(l2), t(beta1), t(1 - beta1), t(beta2), t(1 - beta2), t(eps), t(step_size))
+
+
+def _backend_adam(x, grad, m, v, v_max, beta1, beta2, eps, step_size, decay, l2, maximize) -> None:
+    B = _backend()
+    F = out_ops(B)
+    for xc, gc, s, tmp in chunks(B, x, grad, [m, v] + ([v_max] if v_max is not None else [])):
+        adam_chunk(F, xc, F.negative(gc) if maximize else gc, s[0], s[1], s[2] if v_max is not None else None, tmp,
+                   beta1, beta2, eps, step_size, decay, l2)

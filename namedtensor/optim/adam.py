@@ -19,13 +19,18 @@ backend's ``adamw_`` hook per dtype (and step count, which is normally the same 
 the GPU is one kernel launch over all of them; on the CPU it is the chunked computation above, one
 parameter after the other.  With amsgrad or maximize each parameter is updated alone, here.
 
+``fused=True`` (PyTorch's spelling) updates each CPU parameter in one pass of a Numba kernel
+(``backends/numba_kernels.adam_``, the ``jit`` extra), amsgrad and maximize included, with the same
+values bit for bit; on a GPU it is the ``adamw_`` kernel (which takes neither amsgrad nor maximize).
+``foreach`` is accepted for PyTorch's code: the grouped update above is what it asks for.
+
 State per parameter: ``"step"`` (an int), ``"exp_avg"`` (m), ``"exp_avg_sq"`` (v) and, with amsgrad,
 ``"max_exp_avg_sq"``, the tensors named like ``p``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .._internal import backend_of, bump_version
 from ..backends.update_math import adam_chunk, adam_coefficients, chunks, out_ops
@@ -40,8 +45,9 @@ class Adam(Optimizer):
 
     def __init__(self, params: Params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
-                 maximize: bool = False) -> None:
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)
+                 maximize: bool = False, foreach: Optional[bool] = None, fused: Optional[bool] = None) -> None:
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
+                        foreach=foreach, fused=fused)
         super().__init__(params, defaults)
 
     def _check_group(self, group: Dict[str, Any]) -> None:
@@ -54,16 +60,24 @@ class Adam(Optimizer):
         check_number(kind, "beta1 (betas[0])", betas[0], 0.0, 1.0, high_open=True)
         check_number(kind, "beta2 (betas[1])", betas[1], 0.0, 1.0, high_open=True)
         check_number(kind, "weight_decay", group["weight_decay"])
+        for flag in ("foreach", "fused"):
+            if group[flag] is not None and not isinstance(group[flag], bool):
+                raise TypeError(f"{kind}: {flag} must be None or a bool, got {group[flag]!r}.")
+        if group["fused"] and group["foreach"]:
+            raise RuntimeError(f"{kind}: `fused` and `foreach` cannot be `True` together.")
+        if group["fused"] and any(backend_of(p).name == "numpy" for p in group["params"]):
+            _fused_kernels(kind)
 
     def _required_state(self, group: Dict[str, Any]) -> Tuple[str, ...]:
         extra = ("max_exp_avg_sq",) if group["amsgrad"] else ()
         return ("step", "exp_avg", "exp_avg_sq") + extra
 
     def _update_group(self, group: Dict[str, Any], todo: List[Tuple[Tensor, Any]]) -> None:
-        if group["amsgrad"] or group["maximize"]:
+        amsgrad, maximize, fused = group["amsgrad"], group["maximize"], group["fused"]
+        if (amsgrad or maximize) and not fused:
             super()._update_group(group, todo)
             return
-        # one hook call per backend, dtype and step count: the parameters, grads and moments of each
+        # one call per backend, dtype and step count: the parameters, grads and moments of each
         batches: Dict[tuple, tuple] = {}
         states = self.state
         for p, grad in todo:
@@ -72,6 +86,8 @@ class Adam(Optimizer):
                 state["step"] = 0
                 state["exp_avg"] = self._state_tensor(p)
                 state["exp_avg_sq"] = self._state_tensor(p)
+                if amsgrad:
+                    state["max_exp_avg_sq"] = self._state_tensor(p)
             step = state["step"] = state["step"] + 1
             x = p.array
             B = backend_of(p)
@@ -80,18 +96,29 @@ class Adam(Optimizer):
             key = (B, x.dtype, step)
             batch = batches.get(key)
             if batch is None:
-                batch = batches[key] = ([], [], [], [], [])
-            xs, gs, ms, vs, edited = batch
+                batch = batches[key] = ([], [], [], [], [], [])
+            xs, gs, ms, vs, maxima, edited = batch
             m, v = state["exp_avg"], state["exp_avg_sq"]
             xs.append(x)
             gs.append(grad)
             ms.append(m.array)
             vs.append(v.array)
             edited += (p, m, v)
+            if amsgrad:
+                maxima.append(state["max_exp_avg_sq"].array)
+                edited.append(state["max_exp_avg_sq"])
         beta1, beta2 = group["betas"]
-        for (B, _, step), (xs, gs, ms, vs, edited) in batches.items():
-            B.adamw_(xs, gs, ms, vs, lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
-                     weight_decay=group["weight_decay"], step=step, decoupled=self._decoupled)
+        hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
+                     decoupled=self._decoupled)
+        for (B, _, step), (xs, gs, ms, vs, maxima, edited) in batches.items():
+            if fused and B.name == "numpy":
+                _fused_kernels(type(self).__name__).adam_(xs, gs, ms, vs, maxima if amsgrad else None, step=step,
+                                                          maximize=maximize, **hyper)
+            elif amsgrad or maximize:
+                raise NotImplementedError(f"{type(self).__name__}(fused=True): the fused update on {B.name} takes "
+                                          "neither amsgrad nor maximize; use fused=None there.")
+            else:
+                B.adamw_(xs, gs, ms, vs, step=step, **hyper)
             for t in edited:
                 bump_version(t)  # graphs that saved the old values must refuse them
 
@@ -119,6 +146,15 @@ class Adam(Optimizer):
             bump_version(t)
 
 
+def _fused_kernels(kind: str):
+    """The module of the fused CPU update, imported (with Numba) when first needed."""
+    try:
+        from ..backends import numba_kernels
+    except ImportError:
+        raise RuntimeError(f"{kind}(fused=True) on the CPU needs Numba: pip install 'named-tensors[jit]'.") from None
+    return numba_kernels
+
+
 class AdamW(Adam):
     """AdamW (Loshchilov & Hutter), PyTorch's ``torch.optim.AdamW``: the weight decay shrinks the
     parameters directly (``p *= 1 - lr * weight_decay``), apart from the adaptive step."""
@@ -127,5 +163,6 @@ class AdamW(Adam):
 
     def __init__(self, params: Params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+                 maximize: bool = False, foreach: Optional[bool] = None, fused: Optional[bool] = None) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
+                         fused=fused)
