@@ -495,16 +495,19 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
             np.testing.assert_array_equal(got[~finite], want[~finite].astype(np.float32))
 
 
-@pytest.mark.parametrize("reduce", ["sum last", "mean last two", "sum all", "mean keepdim", "sum first",
-                                    "mean first two", "sum first keepdim", "sum middle"])
+REDUCED = {"sum last": ("c", False), "mean last two": (("b", "c"), False), "sum all": (None, False),
+           "mean keepdim": ("c", True), "sum first": ("a", False), "mean first two": (("a", "b"), False),
+           "sum first keepdim": ("a", True), "sum middle": ("b", False), "mean middle keepdim": ("b", True),
+           "sum first and last": (("a", "c"), False), "mean first and last keepdim": (("c", "a"), True)}
+
+
+@pytest.mark.parametrize("reduce", list(REDUCED))
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce, dtype):
     pytest.importorskip("numba")
     x = rnd(4, 6, 300, names=("a", "b", "c"), dtype=dtype).requires_grad_()
     w = rnd(300, names=("c",), seed=1, dtype=dtype)
-    dims = {"sum last": ("c", False), "mean last two": (("b", "c"), False), "sum all": (None, False),
-            "mean keepdim": ("c", True), "sum first": ("a", False), "mean first two": (("a", "b"), False),
-            "sum first keepdim": ("a", True), "sum middle": ("b", False)}[reduce]
+    dims = REDUCED[reduce]
     how = "mean" if reduce.startswith("mean") else "sum"
 
     def fn(x, w):
@@ -518,14 +521,12 @@ def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce, dtype):
     assert_close(got, want, rtol=tol, atol=tol)
     assert_close(nt.grad(got.sum(), x)[0], nt.grad(want.sum(), x)[0], rtol=tol, atol=tol)
     ops = [n.op.name for n in program(cf).graph.nodes]
-    if reduce == "sum middle":  # the kept dims are not contiguous: the reduction stays an op of its own
-        assert ops == ["fused[mul+sub+maximum+add+mul]", "sum"]
-    else:
-        assert ops == [f"fused[mul+sub+maximum+add+mul+{how}]"]
-        assert len(program(cf).graph.nodes[0].op.chain.outputs) == 1  # the product is never stored
+    assert ops == [f"fused[mul+sub+maximum+add+mul+{how}]"]
+    assert len(program(cf).graph.nodes[0].op.chain.outputs) == 1  # the product is never stored
 
 
-def test_a_leading_reduction_splits_its_columns_among_threads(monkeypatch):
+@pytest.mark.parametrize("dims", [("a",), ("b",), ("a", "c")], ids=["leading", "middle", "first and last"])
+def test_a_reduction_splits_its_work_among_threads(monkeypatch, dims):
     pytest.importorskip("numba")
     monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)
     monkeypatch.setattr(numpy_kernels, "_pool", None)
@@ -533,11 +534,11 @@ def test_a_leading_reduction_splits_its_columns_among_threads(monkeypatch):
     nt.set_num_threads(3)
     try:
         x = rnd(7, 3, 5000, names=("a", "b", "c"), dtype="float64")
-        fn = lambda x: (x * x - x).mean(("a",))
+        fn = lambda x: (x * x - x).mean(dims)
         cf, got = compiled_quietly(fn, x)
         assert_close(got, fn(x), rtol=1e-12, atol=1e-12)
         assert [n.op.name for n in program(cf).graph.nodes] == ["fused[mul+sub+mean]"]
-        assert numpy_kernels._pool._max_workers == 3  # the columns went to the backend's pool of 3 threads
+        assert numpy_kernels._pool._max_workers == 3  # the work went to the backend's pool of 3 threads
     finally:
         nt.set_num_threads(threads)
 

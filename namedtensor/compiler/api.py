@@ -51,11 +51,10 @@ def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
 
 
 def absorbs(n: Node) -> bool:
-    """A sum or mean over the leading or trailing dims of a float tensor, which a kernel computes at a
-    chain's end."""
+    """A sum or mean of a float tensor, which a kernel computes at a chain's end."""
     x = n.args[0] if n.args else None
     return (isinstance(x, Value) and x.dtype in formulas.FLOATS and n.outputs[0].dtype == x.dtype
-            and formulas.reduces_edge(n.op, n.params, len(x.shape)))
+            and formulas.reduces(n.op, n.params, len(x.shape)))
 
 
 def kernels_on(backend: str) -> Callable:

@@ -23,8 +23,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..ops.fusion import Chain
 from .ir import Value
 
-__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "POW_EXPONENTS", "REDUCTIONS", "reduced_axes", "leading",
-           "reduces_edge", "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "POW_EXPONENTS", "REDUCTIONS", "reduced_axes",
+           "reduces", "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
 Statement = Tuple[str, str, str]  # (variable, dtype, expression)
@@ -223,7 +223,7 @@ _MODULES = ("namedtensor.ops.elementwise",)
 _PARAM_CONSTANTS = {"_Clip": (("min", "LO"), ("max", "HI"))}
 
 
-#: the reductions a kernel computes at the end of a chain (over leading or trailing dims), by Op class name
+#: the reductions a kernel computes at the end of a chain (over any dims), by Op class name
 REDUCTIONS = {"_Sum": "sum", "_Mean": "mean"}
 _REDUCTION_MODULE = "namedtensor.ops.reductions"
 
@@ -233,19 +233,11 @@ def reduced_axes(axes: Optional[Sequence[int]], ndim: int) -> Tuple[int, ...]:
     return tuple(range(ndim)) if axes is None else tuple(sorted(a % ndim for a in axes)) if ndim else ()
 
 
-def leading(axes: Tuple[int, ...], ndim: int) -> bool:
-    """Whether sorted ``axes`` are the first dims of an ``ndim``-dim input, and not all of them (a
-    reduction over every dim counts as trailing)."""
-    return bool(axes) and len(axes) < ndim and axes == tuple(range(len(axes)))
-
-
-def reduces_edge(op: type, params: Dict[str, Any], ndim: int) -> bool:
-    """Whether ``op`` with ``params`` is a sum or mean over the first or the last dims of an ``ndim``-dim
-    input (those the kernels take: the kept dims are contiguous in the input's layout)."""
+def reduces(op: type, params: Dict[str, Any], ndim: int) -> bool:
+    """Whether ``op`` with ``params`` is a sum or mean over some dims of an ``ndim``-dim input."""
     if op.__name__ not in REDUCTIONS or op.__module__ != _REDUCTION_MODULE:
         return False
-    axes = reduced_axes(params.get("axes"), ndim)
-    return bool(axes) and (axes == tuple(range(ndim - len(axes), ndim)) or leading(axes, ndim))
+    return bool(reduced_axes(params.get("axes"), ndim))
 
 
 def split_reduction(chain: Chain) -> Tuple[Chain, Optional[str], Optional[Tuple[int, ...]]]:

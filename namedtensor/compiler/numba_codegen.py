@@ -190,24 +190,24 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
 
 
 def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str, dtype: str,
-                   ndim: int, k: int, mean: bool) -> str:
-    """``kernel(first, last, *input arrays, out)``: for each output element ``first`` to ``last`` (the flat
-    index over the first ``ndim - k`` dims), the sum (or mean) of ``result`` over the last ``k`` dims,
-    accumulated in float64.  Reassociating the sum lets LLVM vectorize it."""
-    lead = [f"i{d}" for d in range(ndim - k)]
-    trail = [f"j{d}" for d in range(k - 1)]
-    shape = "shape"
+                   ndim: int, axes: Tuple[int, ...], mean: bool) -> str:
+    """``kernel(first, last, *input arrays, out, shape)``: for each output element ``first`` to ``last``
+    (the flat index over the kept dims), the sum (or mean) of ``result`` over ``axes``, the last dim among
+    them, accumulated in float64; the last dim is the innermost loop.  Reassociating the sum lets LLVM
+    vectorize it."""
+    kept = [d for d in range(ndim) if d not in axes]
+    index = [f"i{d}" if d in kept else f"j{d}" for d in range(ndim - 1)]
     body = ["    for task in range(first, last):", "        r = task"]
-    for d in range(ndim - k - 1, -1, -1):
-        body += [f"        {lead[d]} = r % {shape}[{d}]", f"        r //= {shape}[{d}]"]
+    for d in reversed(kept):
+        body += [f"        i{d} = r % shape[{d}]", f"        r //= shape[{d}]"]
     body.append("        acc = 0.0")
-    loops, pad = _loops(trail, [f"{shape}[{ndim - k + d}]" for d in range(k - 1)], 8)
+    loops, pad = _loops([f"j{d}" for d in axes[:-1]], [f"shape[{d}]" for d in axes[:-1]], 8)
     body += loops
-    body += _slices(pad, ins, ones, lead + trail, ":")
-    body += _per_element(pad, ins, ones, lines, f"{shape}[{ndim - 1}]")
+    body += _slices(pad, ins, ones, index, ":")
+    body += _per_element(pad, ins, ones, lines, f"shape[{ndim - 1}]")
     body.append(f"{pad}    acc += {result}")
     if mean:
-        count = " * ".join(f"{shape}[{d}]" for d in range(ndim - k, ndim))
+        count = " * ".join(f"shape[{d}]" for d in axes)
         body.append(f"        acc = acc / ({count})")
     body.append(f"        a_out[task] = {dtype}(acc)")
     args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_out", "shape"])
@@ -215,20 +215,19 @@ def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.St
                               f"def kernel({args}):", *body, ""])
 
 
-def _leading_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str, ndim: int,
-                    k: int) -> str:
-    """``kernel(first, last, *input arrays, acc)``: adds ``result`` over the first ``k`` dims into the
-    float64 array ``acc`` of the last ``ndim - k`` dims' shape, for the tasks ``first`` to ``last`` (chunks
-    of ``acc``'s rows, as :func:`_source` walks an output); each task adds the chunk of every leading
-    index in turn into its chunk of ``acc``, which stays in the cache."""
-    kept = ndim - k
-    lead = [f"i{d}" for d in range(k)]
-    rows = [f"j{d}" for d in range(kept - 1)]
-    body = _chunk_tasks("a_acc.shape", kept, rows)
+def _columns_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str, ndim: int,
+                    axes: Tuple[int, ...]) -> str:
+    """``kernel(first, last, *input arrays, acc, shape)``: adds ``result`` over ``axes`` (the last dim kept)
+    into the float64 array ``acc`` of the kept dims' shape, for the tasks ``first`` to ``last`` (chunks of
+    ``acc``'s rows, as :func:`_source` walks an output); each task adds the chunk of every index of the
+    reduced dims in turn into its chunk of ``acc``, which stays in the cache."""
+    kept = [d for d in range(ndim) if d not in axes]
+    rows = [f"i{d}" for d in kept[:-1]]
+    body = _chunk_tasks("a_acc.shape", len(kept), rows)
     body.append(f"        s_acc = a_acc[{', '.join(rows + ['c0:c0 + n'])}]")
-    loops, pad = _loops(lead, [f"shape[{d}]" for d in range(k)], 8)
+    loops, pad = _loops([f"j{d}" for d in axes], [f"shape[{d}]" for d in axes], 8)
     body += loops
-    body += _slices(pad, ins, ones, lead + rows, "c0:c0 + n")
+    body += _slices(pad, ins, ones, [f"i{d}" if d in kept else f"j{d}" for d in range(ndim - 1)], "c0:c0 + n")
     body += _per_element(pad, ins, ones, lines, "n")
     body.append(f"{pad}    s_acc[c] += {result}")
     args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_acc", "shape"])
@@ -237,22 +236,23 @@ def _leading_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.S
 
 
 def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
-    """The forward kernel of a chain that ends in a sum or mean over its leading or its trailing dims."""
+    """The forward kernel of a chain that ends in a sum or mean: over dims that include the last one, one
+    output element per task (:func:`_reduce_source`); otherwise chunks of the kept dims' rows per task
+    (:func:`_columns_source`)."""
     part, kind, axes = formulas.split_reduction(chain)
     in_dtypes = [v.dtype for v in inputs]
     lines, (result,) = formulas.forward(part, in_dtypes)
     full = formulas.broadcast_shape([v.shape for v in inputs]) or (1,)
     axes = formulas.reduced_axes(axes, len(full))
-    k = len(axes)
     ins = [f"x{n}" for n in range(len(inputs))]
     ones = [ones_of(v.shape, len(full)) for v in inputs]
     out_dtype = _dtypes.as_dtype(outputs[0].dtype)
     shape = tuple(outputs[0].shape)
     size = math.prod(full[a] for a in axes)
     work = math.prod(full) * formulas.work(part)
-    if formulas.leading(axes, len(full)):
-        module = _load(_leading_source(ins, ones, lines, result, len(full), k))
-        kept = full[k:]
+    kept = tuple(n for d, n in enumerate(full) if d not in axes)
+    if len(full) - 1 not in axes:
+        module = _load(_columns_source(ins, ones, lines, result, len(full), axes))
         count = tasks(kept)
         big = work >= _PARALLEL_FROM and count > 1
 
@@ -265,8 +265,8 @@ def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
             return (B.reshape(B.astype(acc, B.native(out_dtype)), shape),)
 
         return kernel
-    module = _load(_reduce_source(ins, ones, lines, result, outputs[0].dtype, len(full), k, kind == "mean"))
-    count = math.prod(full[: len(full) - k])
+    module = _load(_reduce_source(ins, ones, lines, result, outputs[0].dtype, len(full), axes, kind == "mean"))
+    count = math.prod(kept)
     big = work >= _PARALLEL_FROM and count > 1
 
     def kernel(B, arrays):
