@@ -23,7 +23,7 @@ from helpers import rnd
 
 
 def mlp_tail(x, w):
-    # formulas that vectorize, so the CPU fuses them (sin, pow, expm1... fuse on a GPU only)
+    # formulas that vectorize, so the CPU fuses them (sin, cos, pow by other numbers fuse on a GPU only)
     h = x * w + 1.0
     h = nt.maximum(h, 0.1) * 2 - x / (1.0 + x.abs()) + nt.where(h > 0, h, -h)
     return (h * h).sum("d"), h
@@ -197,6 +197,18 @@ def test_python_arguments_are_specialised_and_unhashable_ones_run_eagerly():
     assert len(cf.cache) == 3
     with pytest.raises(RuntimeError, match=r"fullgraph=True\): an argument is neither"):
         nt.compile(lambda x, k: x * k, fullgraph=True)(x, k)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_expm1_fuses_on_the_cpu(dtype):
+    pytest.importorskip("numba")
+    x = rnd(6, 300, names=("a", "b"), dtype=dtype).requires_grad_()
+    elu = lambda x: nt.where(x > 0, x, 1.5 * x.expm1())  # ELU, as users write it
+    cf, got = compiled_quietly(elu, x)
+    assert [n.op.name for n in program(cf).graph.nodes] == ["fused[gt+expm1+mul+where]"]
+    tol = 1e-6 if dtype == "float32" else 1e-14
+    assert_close(got, elu(x), rtol=tol, atol=tol)
+    assert_close(nt.grad(got.sum(), x)[0], nt.grad(elu(x).sum(), x)[0], rtol=tol, atol=tol)
 
 
 def test_a_chain_without_a_kernel_stays_as_its_ops():
@@ -429,7 +441,8 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
                 else numba_math.exp32(a[i]) if fn_index == 2 else numba_math.tanh32(a[i]) if fn_index == 3 \
                 else numba_math.erf32(a[i]) if fn_index == 4 else numba_math.log(a[i]) if fn_index == 5 \
                 else numba_math.log1p(a[i]) if fn_index == 6 else numba_math.log32(a[i]) if fn_index == 7 \
-                else numba_math.log1p32(a[i])
+                else numba_math.log1p32(a[i]) if fn_index == 8 else numba_math.expm1(a[i]) if fn_index == 9 \
+                else numba_math.expm1_32(a[i])
 
     specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-300, -1e-12, 5e-324])
     x = np.concatenate([np.linspace(-745, 709, 100001), np.linspace(-30, 30, 100001), specials])
@@ -461,6 +474,18 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
             assert np.max(np.abs(got[finite] - want[finite]) / np.abs(want[finite])) < 3e-16, fn_index
             np.testing.assert_array_equal(got[~finite], want[~finite])  # NaN, infinities and signed zeros
 
+    # expm1 near 0, where exp(x) - 1 would cancel, and over exp's range
+    with np.errstate(over="ignore"):
+        x = np.concatenate([np.linspace(-745, 709, 100001), np.linspace(-1, 1, 200001), np.exp(np.linspace(-700, 0, 10001)),
+                            -np.exp(np.linspace(-700, 0, 10001)), specials, [710.0, -800.0, 1e-20, -1e-20]])
+        got = np.empty_like(x)
+        each(9, x, got)
+        want = np.expm1(x)
+    finite = np.isfinite(want) & (want != 0)
+    assert np.max(np.abs(got[finite] - want[finite]) / np.abs(want[finite])) < 5e-16
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    assert np.signbit(got[np.flatnonzero(x == 0)]).tolist() == np.signbit(want[np.flatnonzero(x == 0)]).tolist()
+
     # the float32 functions, in float32 ulps of the exact (float64) answer, subnormal results included
     specials32 = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-12, 1e-45], dtype=np.float32)
     x32 = np.concatenate([np.linspace(-104, 89, 200001), np.linspace(-10, 10, 200001)]).astype(np.float32)
@@ -485,14 +510,18 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
         z32 = np.concatenate([np.linspace(-0.9999, 10, 100001), np.exp(np.linspace(-80, 80, 100001)),
                               -np.exp(np.linspace(-80, -1e-6, 1001)), [-1.0, -2.0, 1e-30, -1e-30],
                               specials32[:5]]).astype(np.float32)
-        for fn_index, exact, arg in ((7, np.log, x32), (8, np.log1p, z32)):
+        e32 = np.concatenate([np.linspace(-104, 88, 200001), np.linspace(-1, 1, 200001),
+                              np.exp(np.linspace(-80, 0, 10001)), -np.exp(np.linspace(-80, 0, 10001)),
+                              [1e-20, -1e-20, 89.0, -200.0], specials32[:5]]).astype(np.float32)
+        for fn_index, exact, arg, bound in ((7, np.log, x32, 2.0), (8, np.log1p, z32, 2.0), (10, np.expm1, e32, 3.0)):
             got = np.empty_like(arg)
             each(fn_index, arg, got)
             want = exact(arg.astype(np.float64))
             ulp = np.spacing(np.abs(want.astype(np.float32))).astype(np.float64)
-            finite = np.isfinite(want) & (want != 0)
-            assert np.max(np.abs(got[finite] - want[finite]) / ulp[finite]) <= 2.0, fn_index
-            np.testing.assert_array_equal(got[~finite], want[~finite].astype(np.float32))
+            finite = np.isfinite(want) & (np.abs(want) < 3e38) & (want != 0)
+            assert np.max(np.abs(got[finite] - want[finite]) / ulp[finite]) <= bound, fn_index
+            special = ~np.isfinite(want) | (want == 0)
+            np.testing.assert_array_equal(got[special], want[special].astype(np.float32))
 
 
 REDUCED = {"sum last": ("c", False), "mean last two": (("b", "c"), False), "sum all": (None, False),

@@ -1,4 +1,4 @@
-"""exp, tanh, erf, log and log1p for the CPU kernels, written so that LLVM vectorizes the loops that call them.
+"""exp, expm1, tanh, erf, log and log1p for the CPU kernels, written so that LLVM vectorizes the loops that call them.
 
 Numba compiles ``math.exp`` to a call of the C library once per element, which no loop vectorizer can
 widen; these are arithmetic, a comparison or two and a bit cast, all of which it can.  ``exp``,
@@ -19,6 +19,8 @@ holds nothing else there), as the NumPy backend's float32 ``erf`` computes it.  
 ``__ieee754_log`` (the significand brought to ``[sqrt(1/2), sqrt(2))``, ``log(1 + f)`` by ``s = f / (2 +
 f)`` and a polynomial in ``s^2``); ``log32``: Cephes' ``logf`` (a polynomial in ``f``, no division).
 ``log1p(x)``: ``log(u)`` of ``u = 1 + x`` corrected by the rounding of that sum, ``((u - 1) - x) / u``.
+``expm1(x)``: Kahan's ``(u - 1) x / log(u)`` of ``u = e^x``, whose rounding error the ratio cancels
+(``x`` itself where ``u`` rounds to 1); ``expm1_32`` the same in float32.
 Subnormal inputs are scaled into the normal range first.
 """
 
@@ -28,7 +30,8 @@ from llvmlite import ir
 from numba import float32, int32, njit, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["exp", "tanh", "log", "log1p", "exp32", "tanh32", "erf32", "log32", "log1p32", "exp_of"]
+__all__ = ["exp", "tanh", "log", "log1p", "expm1", "exp32", "tanh32", "erf32", "log32", "log1p32", "expm1_32",
+           "exp_of"]
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
@@ -234,6 +237,27 @@ def log1p32(x):
     out = log32(u) - ((u - float32(1.0)) - x) / u
     out = x if (u == float32(1.0) or x == float32(float("inf"))) else out
     return float32(-float("inf")) if u == float32(0.0) else out
+
+
+@njit(inline="always", cache=True)
+def expm1(x):
+    x = float(x)
+    u = exp(x)
+    # Kahan's: (u - 1) is off by the rounding of u, and log(u) by the same amount, which x / log(u) undoes
+    out = (u - 1.0) * (x / log(u))
+    out = x if u == 1.0 else out
+    out = -1.0 if u - 1.0 == -1.0 else out
+    return u if u == float("inf") else out
+
+
+@njit(inline="always", cache=True)
+def expm1_32(x):
+    x = float32(x)
+    u = exp32(x)
+    out = (u - float32(1.0)) * (x / log32(u))
+    out = x if u == float32(1.0) else out
+    out = float32(-1.0) if u - float32(1.0) == float32(-1.0) else out
+    return u if u == float32(float("inf")) else out
 
 
 def exp_of(x):

@@ -184,12 +184,12 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
 }
 
 #: the formulas that compile to vector instructions on the CPU: arithmetic, comparisons, selections,
-#: square roots, and exp, tanh, log and log1p (backends/numba_math.py), forward and backward; the others
-#: call the C library (sin, pow, expm1...) one element at a time, several times slower than NumPy's
+#: square roots, and exp, expm1, tanh, log and log1p (backends/numba_math.py), forward and backward; the
+#: others call the C library (sin, cos, pow...) one element at a time, several times slower than NumPy's
 #: vectorized loops, so a chain that uses one gets no CPU kernel
 ARITHMETIC = frozenset({"_Add", "_Sub", "_Mul", "_Div", "_Neg", "_Abs", "_Square", "_Reciprocal", "_Sqrt", "_Rsqrt",
                         "_Relu", "_Maximum", "_Minimum", "_Where", "_Clip", "_Eq", "_Ne", "_Lt", "_Le", "_Gt", "_Ge",
-                        "_Exp", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Softplus"})
+                        "_Exp", "_Expm1", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Softplus"})
 #: and those that do in float32 chains (numba_math.erf32 is exact to float32's precision only)
 FLOAT32_ONLY = frozenset({"_Erf", "_Gelu", "_GeluTanh"})
 

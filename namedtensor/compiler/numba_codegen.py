@@ -14,9 +14,9 @@ more), larger ones are split among
 ``nt.get_num_threads()`` threads of the NumPy backend's pool (Numba's own parallel loops would double
 the compile time).
 
-Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, tanh and erf come from
-backends/numba_math.py): a call of the C library's log or sin per element is several times slower than NumPy's
-vectorized loops, so graphs leave such ops unfused.
+Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, expm1, tanh, erf, log and
+log1p come from backends/numba_math.py): a call of the C library's sin per element is several times
+slower than NumPy's vectorized loops, so graphs leave such ops unfused.
 
 The source goes to a file under :func:`cache_dir` named by its hash, and Numba caches its machine code
 beside it (``cache=True``), so a second process loads the kernels compiled by the first.  Without Numba
@@ -52,8 +52,9 @@ _CHUNK = 2048  # elements of a row per task
 #: about a hundredth of a nanosecond
 _PARALLEL_FROM = 1 << 24
 _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
-_HEAD = ["import numpy as np", "from math import expm1, sqrt, sin, cos, fabs, pow",
-         "from namedtensor.backends.numba_math import exp, tanh, log, log1p, exp32, tanh32, erf32, log32, log1p32",
+_HEAD = ["import numpy as np", "from math import sqrt, sin, cos, fabs, pow",
+         "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "
+         "log32, log1p32",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
@@ -84,7 +85,12 @@ def cache_dir() -> Path:
 
 #: a float literal of a formula's text that is not yet typed
 _LITERAL = re.compile(r"(?<!float32\()(?<!float64\()(?<![\w.])(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
-_FLOAT32_MATH = re.compile(r"\b(exp|tanh|erf|log1p|log)\(")
+_FLOAT32_MATH = re.compile(r"\b(expm1|exp|tanh|erf|log1p|log)\(")
+
+
+def _float32_function(call: "re.Match") -> str:
+    name = call.group(1)
+    return f"{name}_32(" if name[-1].isdigit() else f"{name}32("  # expm1_32, log1p32
 
 
 def _statement(var: str, dtype: str, expr: str) -> str:
@@ -94,7 +100,7 @@ def _statement(var: str, dtype: str, expr: str) -> str:
     if dtype == "bool":
         return f"{var} = {expr}"
     if dtype == "float32":
-        expr = _FLOAT32_MATH.sub(r"\g<1>32(", _LITERAL.sub(r"float32(\1)", expr))
+        expr = _FLOAT32_MATH.sub(_float32_function, _LITERAL.sub(r"float32(\1)", expr))
     return f"{var} = {dtype}({expr})"
 
 
