@@ -65,8 +65,8 @@ class Adam(Optimizer):
                 raise TypeError(f"{kind}: {flag} must be None or a bool, got {group[flag]!r}.")
         if group["fused"] and group["foreach"]:
             raise RuntimeError(f"{kind}: `fused` and `foreach` cannot be `True` together.")
-        if group["fused"] and any(backend_of(p).name == "numpy" for p in group["params"]):
-            _fused_kernels(kind)
+        if group["fused"]:
+            _check_fused(kind, group, group["params"])
 
     def _required_state(self, group: Dict[str, Any]) -> Tuple[str, ...]:
         extra = ("max_exp_avg_sq",) if group["amsgrad"] else ()
@@ -77,6 +77,8 @@ class Adam(Optimizer):
         if (amsgrad or maximize) and not fused:
             super()._update_group(group, todo)
             return
+        if fused:  # before any state changes (parameters may have moved since the group was checked)
+            _check_fused(type(self).__name__, group, [p for p, _ in todo])
         # one call per backend, dtype and step count: the parameters, grads and moments of each
         batches: Dict[tuple, tuple] = {}
         states = self.state
@@ -114,9 +116,6 @@ class Adam(Optimizer):
             if fused and B.name == "numpy":
                 _fused_kernels(type(self).__name__).adam_(xs, gs, ms, vs, maxima if amsgrad else None, step=step,
                                                           maximize=maximize, **hyper)
-            elif amsgrad or maximize:
-                raise NotImplementedError(f"{type(self).__name__}(fused=True): the fused update on {B.name} takes "
-                                          "neither amsgrad nor maximize; use fused=None there.")
             else:
                 B.adamw_(xs, gs, ms, vs, step=step, **hyper)
             for t in edited:
@@ -144,6 +143,18 @@ class Adam(Optimizer):
                        beta1, beta2, eps, step_size, decay, l2)
         for t in tensors:
             bump_version(t)
+
+
+def _check_fused(kind: str, group: Dict[str, Any], params: List[Tensor]) -> None:
+    """Refuse ``fused=True`` where it cannot run: on the CPU without Numba; elsewhere (the backend's
+    ``adamw_`` kernel) with amsgrad or maximize."""
+    names = {backend_of(p).name for p in params}
+    if "numpy" in names:
+        _fused_kernels(kind)
+    other = sorted(names - {"numpy"})
+    if other and (group["amsgrad"] or group["maximize"]):
+        raise NotImplementedError(f"{kind}(fused=True): the fused update on {other[0]} takes neither amsgrad nor "
+                                  "maximize; use fused=None there.")
 
 
 def _fused_kernels(kind: str):

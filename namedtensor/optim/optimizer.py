@@ -226,6 +226,8 @@ class Optimizer:
                                  f"this optimizer's group {gi} has {len(group['params'])}.")
             new = {k: v for k, v in saved.items() if k != "params"}
             new["params"] = group["params"]
+            for k, v in self.defaults.items():  # a dict saved before an option existed takes its default
+                new.setdefault(k, v)
             self._check_group(new)
             new_groups.append(new)
             for i, p in zip(ids, group["params"]):
