@@ -53,6 +53,24 @@ def test_short_run_trains_saves_and_reloads(tmp_path, capsys):
     assert "reloaded checkpoint: outputs identical" in printed
 
 
+def test_a_compiled_run_learns_as_the_eager_one(tmp_path, capsys):
+    args = ["--steps", "6", "--seed", "1", "--no-progress"]
+    eager = demo.main(args + ["--out", str(tmp_path / "eager")])
+    compiled = demo.main(args + ["--out", str(tmp_path / "compiled"), "--compile"])
+    printed = capsys.readouterr().out
+    assert "training through nt.compile" in printed
+    assert compiled["losses"] == pytest.approx(eager["losses"], rel=1e-5)
+    assert compiled["token_accuracy"] == pytest.approx(eager["token_accuracy"], abs=2e-3)
+    assert compiled["reload_identical"] is True
+
+
+def test_compile_with_distributed_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        demo.main(["--steps", "1", "--compile", "--distributed", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "--compile with --distributed is not supported yet" in capsys.readouterr().err
+
+
 def test_unavailable_device_is_a_usage_error_with_the_library_message(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         demo.main(["--steps", "1", "--device", "tpu", "--out", str(tmp_path)])
