@@ -167,6 +167,25 @@ def test_the_signature_covers_names_dtype_requires_grad_and_grad_mode(change):
     assert len(cf.cache) == 2
 
 
+def test_a_modules_state_key_follows_its_flags_parameters_buffers_and_children():
+    from namedtensor.nn.module import state_key
+
+    shared = nn.Linear("d", "d2", 3, 3)
+    model = nn.Sequential(shared, nn.GELU(), shared)  # a module reachable twice counts once
+    key = state_key(model)
+    assert key == (tuple(m.training for m in model.modules()), tuple(map(id, model.parameters())),
+                   tuple(map(id, model.buffers())))
+    assert len(key[0]) == 3 and len(key[1]) == 2
+    shared.eval()
+    assert state_key(model)[0] == (True, False, True)
+    shared.bias = nn.Parameter(nt.zeros(3, names=("d2",)))
+    assert state_key(model)[1] != key[1]
+    shared.register_buffer("scale", nt.ones(3, names=("d2",)))
+    assert len(state_key(model)[2]) == 1
+    model.append(nn.Identity())
+    assert len(state_key(model)[0]) == 4
+
+
 def test_an_external_that_changes_shape_is_traced_again():
     model = nn.Linear("feat", "out", 4, 3)
     cf = nt.compile(model)

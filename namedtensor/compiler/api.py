@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .._internal import backend_of
 from ..backends import cpu, heap
 from ..nn import Module
+from ..nn.module import state_key
 from ..ops.elementwise import add
 from ..tensor import Tensor
 from . import cuda_codegen, formulas, numba_codegen
@@ -112,8 +113,7 @@ class CompiledFunction:
         training flags."""
         fn = self.fn
         if isinstance(fn, Module):
-            return (tuple(m.training for m in fn.modules()), tuple(map(id, fn.parameters())),
-                    tuple(map(id, fn.buffers())))
+            return state_key(fn)
         held = [id(c.cell_contents) for c in self._cells if isinstance(_contents(c), Tensor)]
         scope = self._globals
         for n in self._global_names:

@@ -422,6 +422,31 @@ class Module:
         return head + "(\n  " + "\n  ".join(lines) + "\n)"
 
 
+def state_key(root: Module) -> Tuple[Tuple[bool, ...], Tuple[int, ...], Tuple[int, ...]]:
+    """The training flag of ``root`` and of every sub-module, and the ids of its parameters and buffers
+    (each once), in one walk, depth first: what ``nt.compile`` checks at every call of a compiled module.
+    (``modules()``, ``parameters()`` and ``buffers()`` would walk the tree three times, building dotted
+    names: 280 µs a call for 158 modules.)"""
+    flags: List[bool] = []
+    params: List[int] = []
+    buffers: List[int] = []
+    seen: Set[int] = set()
+    stack = [root]
+    while stack:
+        m = stack.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        flags.append(m.training)
+        for store, ids in ((m._parameters, params), (m._buffers, buffers)):
+            for t in store.values():
+                if t is not None and id(t) not in seen:
+                    seen.add(id(t))
+                    ids.append(id(t))
+        stack.extend(c for c in reversed(m._modules.values()) if c is not None)
+    return tuple(flags), tuple(params), tuple(buffers)
+
+
 def _cast_inplace(t: Tensor, dtype: _dtypes.DType) -> None:
     """Give floating tensor ``t`` (and its grad) ``dtype`` in place: the object stays, its array changes."""
     if t.dtype.kind != "f" or t.dtype is dtype:
