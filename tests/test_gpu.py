@@ -648,6 +648,19 @@ def test_a_compiled_chain_ending_in_a_reduction_is_one_kernel_on_the_device():
                                                     "fused[sub+mul+sum]"]
 
 
+def test_biases_reductions_over_any_dims_and_expm1_compile_on_the_device():
+    def fn(x, w, b):
+        return (F.gelu(F.linear(x, w, b)), (x * x - x).mean(x.names[1]),
+                ((x.expm1() + 1.0) * x).sum((x.names[0], "embed")))
+
+    compiled = nt.compile(fn)
+    w, b = rnd(6, 8, names=("hidden", "embed"), seed=2), rnd(6, names=("hidden",), seed=3)
+    check(compiled, x3(), w, b, tol={"rtol": 1e-4, "atol": 1e-5})
+    gpu = [p for key, p in compiled.cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
+    names = [n.op.name for n in gpu.graph.nodes]
+    assert "fused[add+gelu]" in names and "fused[mul+sub+mean]" in names and "fused[expm1+add+mul+sum]" in names
+
+
 def test_a_compiled_transformer_block_matches_the_eager_one_on_the_device():
     nt.manual_seed(0)
     block = nn.TransformerBlock("embed", 8, 2, 16).to("cuda")
