@@ -153,3 +153,103 @@ def test_norms_agree_on_row_major_and_other_layouts(small_blocks, fn):
                         grads(lambda x, w: fn(x, "embed", w), [copy, w], create_graph)):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(fn(view, "embed", w).numpy(), fn(copy, "embed", w).numpy(), rtol=1e-12, atol=1e-12)
+
+
+STACKS = {  # a's shape, b's shape, a transposed view?, b transposed view?
+    "attention scores": ((3, 4, 10, 6), (3, 4, 6, 10), False, True),
+    "rows not a multiple of the block": ((5, 10, 7), (5, 7, 4), False, False),
+    "b broadcast along the split axis": ((6, 3, 8, 5), (1, 3, 5, 8), True, False),
+    "first axis of size 1": ((1, 6, 8, 5), (1, 6, 5, 7), False, False),
+}
+
+
+@pytest.mark.parametrize("case", STACKS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("given_out", [False, True])
+def test_stacked_matmul_shares_the_stack_among_threads_with_matmuls_values(monkeypatch, case, dtype, given_out):
+    monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1)  # every stack is split
+    monkeypatch.setattr(numpy_kernels, "_ONE_THREAD_GEMM", 100)  # and its matrices cut in row blocks
+    monkeypatch.setattr(numpy_kernels, "_pool", None)
+    calls = []
+    matmul = np.matmul
+    monkeypatch.setattr(numpy_kernels.np, "matmul", lambda *a, **k: calls.append(a[0].shape) or matmul(*a, **k))
+    a_shape, b_shape, a_t, b_t = STACKS[case]
+    rng = np.random.default_rng(0)
+
+    def operand(shape, transposed):
+        if not transposed:
+            return rng.standard_normal(shape).astype(dtype)
+        return np.swapaxes(rng.standard_normal(shape[:-2] + shape[-1:] + shape[-2:-1]).astype(dtype), -1, -2)
+
+    a, b = operand(a_shape, a_t), operand(b_shape, b_t)
+    want = matmul(a, b)
+    threads = numpy_kernels.get_num_threads()
+    numpy_kernels.set_num_threads(3)
+    try:
+        out = np.full(want.shape, np.nan, dtype) if given_out else None
+        got = numpy_kernels.stacked_matmul(a, b, out)
+        workers = numpy_kernels._pool._max_workers
+    finally:
+        numpy_kernels.set_num_threads(threads)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert given_out is False or got is out
+    # other blockings of the same sums round differently: float32's few ulp of the largest term
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12,
+                               atol=1e-6 if dtype == "float32" else 1e-14)
+    assert len(calls) > 2 and all(s[-2] < a_shape[-2] for s in calls)  # split, in row blocks
+    assert workers == 3
+
+
+@pytest.mark.parametrize("why", ["one thread", "large matrices", "small stack", "ranks differ", "integers"])
+def test_stacked_matmul_leaves_other_products_to_numpy(monkeypatch, why):
+    monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1 << 62 if why == "small stack" else 1)
+    shapes = {"large matrices": ((4, 700, 700), (4, 700, 700)), "ranks differ": ((4, 5, 6), (6, 3)),
+              "integers": ((4, 5, 6), (4, 6, 3))}.get(why, ((4, 5, 6), (4, 6, 3)))
+    a = np.arange(np.prod(shapes[0])).reshape(shapes[0]) % 7
+    b = np.arange(np.prod(shapes[1])).reshape(shapes[1]) % 5
+    if why != "integers":
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    calls = []
+    matmul = np.matmul
+    monkeypatch.setattr(numpy_kernels.np, "matmul", lambda *x, **k: calls.append(1) or matmul(*x, **k))
+    threads = numpy_kernels.get_num_threads()
+    numpy_kernels.set_num_threads(1 if why == "one thread" else 2)
+    try:
+        got = numpy_kernels.stacked_matmul(a, b)
+    finally:
+        numpy_kernels.set_num_threads(threads)
+    np.testing.assert_array_equal(got, matmul(a, b))
+    assert calls == [1]  # one call, as it is
+
+
+def test_attention_shares_its_products_among_threads_with_the_same_values(monkeypatch):
+    rng = np.random.default_rng(0)
+
+    def qkv():
+        return [nt.tensor(rng.standard_normal((3, 12, 4, 8)), names=("batch", seq, "head", "head_dim"),
+                          requires_grad=True) for seq in ("seq", "key", "key")]
+
+    inputs = qkv()
+    g = nt.tensor(rng.standard_normal((3, 12, 4, 8)), names=("batch", "seq", "head", "head_dim"))
+
+    def run():
+        xs = [t.detach().requires_grad_() for t in inputs]
+        out = nt.nn.functional.scaled_dot_product_attention(*xs, dim="head_dim", key_dim="key", is_causal=True)
+        return [out, *nt.grad(out, xs, g)]
+
+    threads = nt.get_num_threads()
+    nt.set_num_threads(2)
+    try:
+        alone = run()
+        monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1)
+        monkeypatch.setattr(numpy_kernels, "_ONE_THREAD_GEMM", 300)
+        calls = []
+        stacked = numpy_kernels.stacked_matmul
+        monkeypatch.setattr(numpy_kernels, "stacked_matmul", lambda *a: calls.append(1) or stacked(*a))
+        shared = run()
+    finally:
+        nt.set_num_threads(threads)
+    assert len(calls) == 6  # the scores and the output, and the backward's four products
+    for a, b in zip(shared, alone):
+        assert a.names == b.names
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-13)
