@@ -471,12 +471,6 @@ class Backend:
         notion of layout): then a reshape of ``x`` is free and its rows are contiguous."""
         return True
 
-    def stacked_matmul(self, a, b, out=None):
-        """``matmul(a, b)`` (into ``out`` where given and the backend takes it) for stacks of small
-        matrices, attention's products: the NumPy backend shares the stack among ``nt.get_num_threads()``
-        threads."""
-        return self.matmul(a, b) if out is None else self.matmul(a, b, out=out)
-
     def as_row_major(self, x):
         """``x`` itself where :meth:`row_major`, else a copy whose elements lie in row-major order."""
         return x

@@ -159,9 +159,6 @@ class NumpyBackend(Backend):
     def as_row_major(self, x):
         return np.ascontiguousarray(x)
 
-    def stacked_matmul(self, a, b, out=None):
-        return numpy_kernels.stacked_matmul(a, b, out)
-
     def einsum(self, subscripts, *arrays):
         big = any(a.size > 4096 for a in arrays)
         return np.einsum(subscripts, *arrays, optimize="greedy" if big or len(arrays) > 2 else False)

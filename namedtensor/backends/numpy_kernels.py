@@ -101,44 +101,6 @@ def split(parts: int, count: int, fn, *args) -> None:
         r.result()
 
 
-#: OpenBLAS multiplies two matrices on the calling thread alone while m * n * k stays at or below this
-#: (its SMP_THRESHOLD_MIN times GEMM_MULTITHREAD_THRESHOLD); above it, it hands the product to its own
-#: threads, which two products at once would share in turns
-_ONE_THREAD_GEMM = 65536 * 4
-#: multiply-adds of a stack before it is shared among threads (a hand-off costs tens of microseconds)
-_SPLIT_FROM = 1 << 22
-
-
-def stacked_matmul(a, b, out=None):
-    """``np.matmul(a, b, out=out)`` for stacks of float matrices of one rank, the stack shared among
-    :func:`get_num_threads` threads: each takes a run of the first stacked axis that has several, and
-    multiplies its matrices in row blocks small enough that OpenBLAS computes each on the thread that
-    asked (attention's 128 x 32 @ 32 x 128 products: OpenBLAS's own threads do not speed them up,
-    two of ours make them 1.6 times faster).  Large matrices, small stacks and anything else go to
-    ``np.matmul`` as they are."""
-    parts = min(_threads, 8)
-    if parts < 2 or a.ndim < 3 or a.ndim != b.ndim or a.dtype != b.dtype or a.dtype not in (np.float32, np.float64):
-        return np.matmul(a, b, out=out)
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    axis = next((d for d in range(a.ndim - 2) if a.shape[d] > 1), None)
-    stack = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-    if axis is None or m * n * k > 8 * _ONE_THREAD_GEMM or stack * m * n * k < _SPLIT_FROM:
-        return np.matmul(a, b, out=out)
-    if out is None:
-        out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (m, n), a.dtype)
-    rows = max(1, _ONE_THREAD_GEMM // max(1, n * k))
-    b_whole = b.shape[axis] == 1  # broadcast along the split axis: every part reads all of it
-
-    def run(first: int, last: int) -> None:
-        at = tuple(slice(first, last) if d == axis else slice(None) for d in range(a.ndim))
-        ab, bb, ob = a[at], b if b_whole else b[at], out[at]
-        for r in range(0, m, rows):
-            np.matmul(ab[..., r:r + rows, :], bb, out=ob[..., r:r + rows, :])
-
-    split(min(parts, a.shape[axis]), a.shape[axis], run)
-    return out
-
-
 def run_blocks(n: int, work, n_scratch: int, dtype) -> None:
     """Call ``work(i, j, scratch)`` for consecutive blocks ``[i, j)`` covering ``range(n)``, each thread
     on a contiguous run of blocks with its own ``n_scratch`` scratch buffers of ``dtype``."""

@@ -138,11 +138,11 @@ def _product(B, a, b, src, scale=None):
     work = _work_shape(a, b)
     back = inverse_permutation(src)
     if not B.supports_out:
-        product = B.stacked_matmul(a, b)
+        product = B.matmul(a, b)
         return B.permute_dims(product if scale is None else B.multiply(product, scale), back)
     out = B.empty(tuple(work[j] for j in back), dtype=a.dtype)
     view = B.permute_dims(out, src)
-    B.stacked_matmul(a, b, out=view)
+    B.matmul(a, b, out=view)
     if scale is not None:
         B.multiply(view, scale, out=view)
     return out
@@ -162,7 +162,7 @@ def _forward(B, q, k, v, mask, prm):
     ``(batch..., 1, seq)``, and the dropout keep-mask (key-major) or None."""
     qw = _to_work(B, q, prm["q_src"])
     kw = _to_work(B, k, prm["k_src"])
-    e = B.stacked_matmul(kw, _swap(B, qw * prm["scale"]))  # the scores, key-major
+    e = B.matmul(kw, _swap(B, qw * prm["scale"]))  # the scores, key-major
     n_key, n_query = e.shape[-2], e.shape[-1]
     if mask is not None and B.dtype_of(mask).kind == "f":
         e = _iadd(B, e, _to_work(B, mask, _key_major(prm["m_src"])))
@@ -270,7 +270,7 @@ def _grads_fast(node, q, k, v, out, g, g_weights, weights_out) -> tuple:
         if -1 not in src and _work_shape(a, b) == tuple(shape[s] for s in src):
             grads.append(Tensor._make(_product(B, a, b, src, factor), names, B))
         else:  # the operand lacks or broadcasts a batch dim: reduce the product to its shape
-            product = B.stacked_matmul(a, b)
+            product = B.matmul(a, b)
             product = product if factor is None else B.multiply(product, factor)
             grads.append(_t_from_work(_const(B, product), src, shape, names))
     if node.edges[3] is not None:
@@ -303,7 +303,7 @@ def _scores_grad_fast(B, v, out, g, g_weights, weights_out, prm, stash):
     row = B.rowdot(gw, ow)
     if g_weights is not None:
         row = row + B.rowdot(g_weights._data, weights_out._data)
-    d = B.stacked_matmul(_to_work(B, v._data, prm["v_src"]), _swap(B, g_inv))  # dP^T / sum(exp), key-major
+    d = B.matmul(_to_work(B, v._data, prm["v_src"]), _swap(B, g_inv))  # dP^T / sum(exp), key-major
     if g_weights is not None:
         d = _iadd(B, d, B.multiply(_swap(B, g_weights._data), inv))
     if keep is not None:
