@@ -53,10 +53,95 @@ def test_set_num_threads_rejects_bad_counts(bad):
         nt.set_num_threads(bad)
 
 
-def test_set_num_threads_sets_blas_threads_too(small_blocks):
+def _blas_threads() -> list:
+    return [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+
+
+def test_set_num_threads_gives_the_products_to_one_pool(small_blocks):
+    B = nt.backends.cpu()
     nt.set_num_threads(1)
-    blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
-    assert blas and all(p["num_threads"] == 1 for p in blas)
+    assert _blas_threads() and set(_blas_threads()) == {1}
+    assert B.matmul is np.matmul  # one thread: BLAS multiplies, with no Python call in between
+    nt.set_num_threads(2)
+    # BLAS has one thread, whose idle workers cannot spin beside the pool; the pool shares the products
+    assert set(_blas_threads()) == {1} and B.matmul is numpy_kernels.matmul
+    with numpy_kernels.blas_threads():  # lent for the linear-algebra routines
+        assert set(_blas_threads()) == {2}
+    assert set(_blas_threads()) == {1}
+    seen = []
+    svd = np.linalg.svd
+    try:
+        np.linalg.svd = lambda *a, **k: seen.append(_blas_threads()) or svd(*a, **k)
+        B.svd(np.eye(3), False)
+    finally:
+        np.linalg.svd = svd
+    assert seen and set(seen[0]) == {2}
+    nt.set_num_threads(1)
+    assert B.matmul is np.matmul and set(_blas_threads()) == {1}
+
+
+PRODUCTS = {  # a's shape, b's shape, how the work is shared
+    "a matrix by rows": ((37, 20), (20, 11), "rows"),
+    "a stack by its first axis": ((6, 9, 8), (6, 8, 5), "stack"),
+    "b broadcast along the stack": ((6, 3, 8, 5), (1, 3, 5, 8), "stack"),
+    "a stack too short to share: by rows": ((1, 2, 30, 6), (1, 2, 6, 4), "rows"),
+    "a matrix times a stack": ((30, 6), (4, 6, 7), "rows"),
+}
+
+
+@pytest.mark.parametrize("case", PRODUCTS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("given_out", [False, True])
+def test_the_pool_shares_products_with_matmuls_values(small_blocks, monkeypatch, case, dtype, given_out):
+    monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1)
+    a_shape, b_shape, how = PRODUCTS[case]
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(a_shape).astype(dtype), rng.standard_normal(b_shape).astype(dtype)
+    want = np.matmul(a, b)
+    calls = []
+    matmul = np.matmul
+    monkeypatch.setattr(numpy_kernels.np, "matmul", lambda x, y, **k: calls.append((x.shape, y.shape)) or matmul(x, y, **k))
+    nt.set_num_threads(3)
+    out = np.full(want.shape, np.nan, dtype) if given_out else None
+    got = numpy_kernels.matmul(a, b, out)
+    assert got.dtype == want.dtype and got.shape == want.shape and (out is None or got is out)
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
+    assert len(calls) == 3  # one BLAS call per thread
+    if how == "rows":
+        assert sum(x[-2] for x, _ in calls) == a_shape[-2]
+    else:
+        assert sum(x[0] for x, _ in calls) == a_shape[0]
+
+
+@pytest.mark.parametrize("why", ["one thread", "small", "integers", "a vector"])
+def test_the_pool_leaves_other_products_to_numpy(small_blocks, monkeypatch, why):
+    monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1 << 62 if why == "small" else 1)
+    a = np.arange(60).reshape(6, 10) % 7
+    b = np.arange(10) if why == "a vector" else np.arange(40).reshape(10, 4) % 5
+    if why != "integers":
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    calls = []
+    matmul = np.matmul
+    monkeypatch.setattr(numpy_kernels.np, "matmul", lambda *x, **k: calls.append(1) or matmul(*x, **k))
+    nt.set_num_threads(1 if why == "one thread" else 2)
+    np.testing.assert_array_equal(numpy_kernels.matmul(a, b), matmul(a, b))
+    assert calls == [1]
+
+
+def test_a_linear_layer_learns_the_same_on_one_thread_and_in_the_pool(small_blocks, monkeypatch):
+    monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1)
+    rng = np.random.default_rng(0)
+    x = nt.tensor(rng.standard_normal((4, 16, 24)).astype(np.float32), names=("b", "s", "in"))
+    w = nt.tensor(rng.standard_normal((12, 24)).astype(np.float32), names=("out", "in"))
+    results = []
+    for threads in (1, 2):
+        nt.set_num_threads(threads)
+        wt = w.detach().requires_grad_()
+        xt = x.detach().requires_grad_()
+        y = nt.nn.functional.linear(xt, wt)
+        results.append([y.detach().numpy(), *(g.numpy() for g in nt.grad(y.square().sum(), [xt, wt]))])
+    for one, pooled in zip(*results):
+        np.testing.assert_allclose(pooled, one, rtol=1e-5, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------- LayerNorm / RMSNorm rows

@@ -208,19 +208,19 @@ def of_array(x) -> Backend:
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads on the CPU, as PyTorch's ``torch.set_num_threads``: for the fused
-    elementwise kernels (GELU, erf) and for BLAS (matrix products), whose thread count is changed
-    at run time with ``threadpoolctl``."""
-    from threadpoolctl import threadpool_limits
-
+    """Use ``n`` threads on the CPU, as PyTorch's ``torch.set_num_threads``: one pool for the fused
+    kernels and for the matrix products, which it shares out by rows or stacked matrices to BLAS
+    calls on one thread each (BLAS's own thread count, changed at run time with ``threadpoolctl``, is
+    then 1, and ``n`` inside the linear-algebra routines): OpenBLAS's idle workers spin for a while
+    after each product and would take cores from the pool's threads."""
     from . import numpy_kernels
 
     numpy_kernels.set_num_threads(n)
-    threadpool_limits(limits=n, user_api="blas")  # stays in force: the handle is only for restoring
+    numpy_kernels.pool_products(n > 1)
 
 
 def get_num_threads() -> int:
-    """The number of CPU threads of the fused kernels (and of BLAS, once :func:`set_num_threads` ran)."""
+    """The number of CPU threads of the fused kernels and the matrix products."""
     from . import numpy_kernels
 
     return numpy_kernels.get_num_threads()

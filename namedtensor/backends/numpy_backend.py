@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 
@@ -35,6 +36,7 @@ class NumpyBackend(Backend):
         self.max = _reduction(np.maximum)
         self.min = _reduction(np.minimum)
         self.getitem = operator.getitem
+        numpy_kernels.attach(self)  # matmul: np.matmul, or shared among the threads (set_num_threads)
 
     def is_array(self, x) -> bool:
         return isinstance(x, (np.ndarray, np.generic))
@@ -161,7 +163,10 @@ class NumpyBackend(Backend):
 
     def einsum(self, subscripts, *arrays):
         big = any(a.size > 4096 for a in arrays)
-        return np.einsum(subscripts, *arrays, optimize="greedy" if big or len(arrays) > 2 else False)
+        if not big:
+            return np.einsum(subscripts, *arrays, optimize=len(arrays) > 2 and "greedy")
+        with numpy_kernels.blas_threads():  # its products are BLAS calls of their own
+            return np.einsum(subscripts, *arrays, optimize="greedy")
 
     def scatter_add(self, shape, dtype, key, values):
         out = np.zeros(shape, dtype=values.dtype if dtype is None else self._to_native[dtype])
@@ -224,6 +229,19 @@ class NumpyBackend(Backend):
     def randperm(self, n: int, dtype):
         return self._rng.permutation(n).astype(self._to_native[dtype])
 
+
+def _with_blas_threads(method):
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        with numpy_kernels.blas_threads():
+            return method(self, *args, **kwargs)
+
+    return call
+
+
+#: the linear-algebra routines (LAPACK, on BLAS): BLAS has the pool's threads while they run
+for _name in ("inv", "det", "slogdet", "solve", "cholesky", "eigh", "qr", "svd", "pinv"):
+    setattr(NumpyBackend, _name, _with_blas_threads(getattr(Backend, _name)))
 
 _UNSET = object()
 

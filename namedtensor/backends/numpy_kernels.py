@@ -6,7 +6,9 @@ through main memory each time.  These kernels walk the data in blocks that stay 
 and run every step of the formula on one block, in preallocated scratch buffers.  NumPy releases
 the GIL inside each operation, so the elementwise kernels share their blocks out among a pool of
 threads (:func:`set_num_threads`; by default ``OMP_NUM_THREADS``, else the CPUs this process may
-use), as PyTorch runs its elementwise kernels on its intra-op threads.
+use), as PyTorch runs its elementwise kernels on its intra-op threads.  Once ``nt.set_num_threads``
+has run with two threads or more, the same pool shares out the matrix products too (:func:`matmul`,
+BLAS on one thread: see "one pool" below).
 
 The norm kernels (:func:`norm_rows`, :func:`norm_rows_backward`) walk blocks of whole rows on the
 calling thread (:func:`run_rows`).  Their operations are short, and in a training step the other
@@ -25,9 +27,11 @@ the backend was given (SciPy's, or the series in :mod:`.numpy_backend`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -77,6 +81,95 @@ def set_num_threads(n: int) -> None:
 def get_num_threads() -> int:
     """How many threads the blockwise kernels use."""
     return _threads
+
+
+# ----------------------------------------------------------------------------- one pool for products too
+#
+# OpenBLAS's idle workers spin for about 0.1 s after each product.  In a training step a product comes
+# every few milliseconds, so they never rest, and a kernel split between two of our threads shares a
+# core with one of them (inside the benchmark block's step on 2 cores, our kernels ran 2 ms faster on
+# one thread).  Once nt.set_num_threads has run, BLAS gets one thread and this pool shares out the
+# products instead (:func:`matmul`), lending BLAS its threads for the linear-algebra routines
+# (:func:`blas_threads`): one pool, no spinning workers beside it.
+
+#: set by :func:`pool_products`: BLAS has one thread, and products go to :func:`matmul`
+_products = False
+_blas = None  # threadpoolctl's controls of the loaded BLAS libraries, made once
+#: the NumPy backends, whose ``matmul`` is ``np.matmul`` itself unless the pool does the products (so
+#: that a small product costs no Python call more than before)
+_backends: "weakref.WeakSet" = weakref.WeakSet()
+#: multiply-adds of a product before it is shared among threads (a hand-off costs tens of microseconds)
+_SPLIT_FROM = 1 << 22
+
+
+def _blas_libraries(refresh: bool = False):
+    """threadpoolctl's controls of the BLAS libraries loaded (when last refreshed: SciPy brings its own)."""
+    global _blas
+    if _blas is None or refresh:
+        from threadpoolctl import ThreadpoolController
+
+        _blas = ThreadpoolController().select(user_api="blas")
+    return _blas
+
+
+def pool_products(on: bool) -> None:
+    """Give BLAS one thread and the products to this pool's threads (``on``), or BLAS as many threads
+    as the pool and the products to BLAS (as on one thread, where both are the same)."""
+    global _products
+    _blas_libraries(refresh=True).limit(limits=1 if on else _threads)  # stays in force: the handle only restores
+    _products = on
+    for backend in list(_backends):
+        attach(backend)
+
+
+def attach(backend) -> None:
+    """Give a NumPy backend the ``matmul`` of the current mode, and keep it up to date."""
+    _backends.add(backend)
+    backend.matmul = matmul if _products else np.matmul
+
+
+def products_in_pool() -> bool:
+    """Whether :func:`pool_products` gave the products to the pool."""
+    return _products
+
+
+def blas_threads():
+    """A context in which BLAS has the pool's threads (for a linear-algebra routine), where the pool
+    does the products; elsewhere nothing changes."""
+    if _products and _threads > 1:
+        return _blas_libraries().limit(limits=_threads)
+    return contextlib.nullcontext()
+
+
+def matmul(a, b, out=None):
+    """``np.matmul(a, b, out=out)``, shared among the pool's threads where the work is large enough: a
+    stack by its first stacked axis that has several matrices, a matrix by rows.  Each part is one
+    call of BLAS, which has one thread (:func:`pool_products`).  Other dtypes and small products are
+    ``np.matmul``'s alone."""
+    if (_threads < 2 or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype.char not in "fd"
+            or (out is not None and out.dtype != a.dtype)):
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    m, n = a.shape[-2], b.shape[-1]
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if math.prod(batch) * m * n * a.shape[-1] < _SPLIT_FROM:
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    if out is None:
+        out = np.empty(batch + (m, n), a.dtype)
+    axis = next((d for d in range(a.ndim - 2) if a.shape[d] >= _threads), None) if a.ndim == b.ndim else None
+    if axis is not None:
+        count, whole = a.shape[axis], b.shape[axis] == 1  # b broadcast along it: every part reads all of b
+
+        def run(first: int, last: int) -> None:
+            at = tuple(slice(first, last) if d == axis else slice(None) for d in range(a.ndim))
+            np.matmul(a[at], b if whole else b[at], out=out[at])
+    else:
+        count = m
+
+        def run(first: int, last: int) -> None:
+            np.matmul(a[..., first:last, :], b, out=out[..., first:last, :])
+
+    split(min(_threads, count), count, run)
+    return out
 
 
 def _shared_pool() -> ThreadPoolExecutor:
