@@ -82,6 +82,8 @@ def test_set_num_threads_gives_the_products_to_one_pool(small_blocks):
 
 PRODUCTS = {  # a's shape, b's shape, how the work is shared
     "a matrix by rows": ((37, 20), (20, 11), "rows"),
+    "a matrix by columns": ((8, 6), (6, 31), "columns"),
+    "a matrix by the contracted dim": ((12, 40), (40, 10), "contracted"),
     "a stack by its first axis": ((6, 9, 8), (6, 8, 5), "stack"),
     "b broadcast along the stack": ((6, 3, 8, 5), (1, 3, 5, 8), "stack"),
     "a stack too short to share: by rows": ((1, 2, 30, 6), (1, 2, 6, 4), "rows"),
@@ -107,10 +109,10 @@ def test_the_pool_shares_products_with_matmuls_values(small_blocks, monkeypatch,
     assert got.dtype == want.dtype and got.shape == want.shape and (out is None or got is out)
     np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
     assert len(calls) == 3  # one BLAS call per thread
-    if how == "rows":
-        assert sum(x[-2] for x, _ in calls) == a_shape[-2]
-    else:
-        assert sum(x[0] for x, _ in calls) == a_shape[0]
+    covered = {"rows": lambda x, y: x[-2], "columns": lambda x, y: y[-1], "contracted": lambda x, y: x[-1],
+               "stack": lambda x, y: x[0]}[how]
+    whole = {"rows": a_shape[-2], "columns": b_shape[-1], "contracted": a_shape[-1], "stack": a_shape[0]}[how]
+    assert sum(covered(x, y) for x, y in calls) == whole
 
 
 @pytest.mark.parametrize("why", ["one thread", "small", "integers", "a vector"])

@@ -143,9 +143,10 @@ def blas_threads():
 
 def matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)``, shared among the pool's threads where the work is large enough: a
-    stack by its first stacked axis that has several matrices, a matrix by rows.  Each part is one
-    call of BLAS, which has one thread (:func:`pool_products`).  Other dtypes and small products are
-    ``np.matmul``'s alone."""
+    stack by its first stacked axis that has several matrices; a matrix by the contracted dim where it
+    is the longest (partial products added up after), else by rows or by columns, whichever are more.
+    Each part is one call of BLAS, which has one thread (:func:`pool_products`).  Other dtypes and
+    small products are ``np.matmul``'s alone."""
     if (_threads < 2 or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype.char not in "fd"
             or (out is not None and out.dtype != a.dtype)):
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
@@ -162,7 +163,26 @@ def matmul(a, b, out=None):
         def run(first: int, last: int) -> None:
             at = tuple(slice(first, last) if d == axis else slice(None) for d in range(a.ndim))
             np.matmul(a[at], b if whole else b[at], out=out[at])
-    else:
+    elif a.shape[-1] >= max(m, n):
+        # the contracted dim is the longest (a weight's gradient): each thread multiplies its slice of
+        # it, packing its parts of a and b only, and the partial products are added up after
+        k, parts = a.shape[-1], min(_threads, a.shape[-1])
+        bounds = [k * p // parts for p in range(parts + 1)]
+        partial = np.empty((parts,) + out.shape, out.dtype)
+
+        def each(first: int, last: int) -> None:
+            for p in range(first, last):
+                lo, hi = bounds[p], bounds[p + 1]
+                np.matmul(a[..., lo:hi], b[..., lo:hi, :], out=partial[p])
+
+        split(parts, parts, each)
+        return np.sum(partial, axis=0, out=out)
+    elif n > m:  # by columns: each thread packs its part of b, and all of the smaller a
+        count = n
+
+        def run(first: int, last: int) -> None:
+            np.matmul(a, b[..., first:last], out=out[..., first:last])
+    else:  # by rows: each thread packs its part of a, and all of the smaller b
         count = m
 
         def run(first: int, last: int) -> None:
