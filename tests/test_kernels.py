@@ -76,6 +76,26 @@ def test_set_num_threads_gives_the_products_to_one_pool(small_blocks):
     finally:
         np.linalg.svd = svd
     assert seen and set(seen[0]) == {2}
+    from namedtensor.backends import numpy_backend
+
+    einsum = np.einsum
+    seen.clear()
+    try:
+        np.einsum = lambda *a, **k: seen.append(_blas_threads()) or einsum(*a, **k)
+        B.einsum("ij,jk->ik", np.ones((3, 4)), np.ones((4, 5)))  # small: BLAS keeps its one thread
+        numpy_backend._LEND_BLAS_FROM, before = 1, numpy_backend._LEND_BLAS_FROM
+        try:
+            B.einsum("ij,jk->ik", np.ones((3, 4)), np.ones((4, 5)))  # large: lent the pool's threads
+        finally:
+            numpy_backend._LEND_BLAS_FROM = before
+    finally:
+        np.einsum = einsum
+    assert [set(t) for t in seen] == [{1}, {2}]
+    with numpy_kernels.blas_threads():  # blocks open at once share the loan
+        with numpy_kernels.blas_threads():
+            assert set(_blas_threads()) == {2}
+        assert set(_blas_threads()) == {2}
+    assert set(_blas_threads()) == {1}
     nt.set_num_threads(1)
     assert B.matmul is np.matmul and set(_blas_threads()) == {1}
 

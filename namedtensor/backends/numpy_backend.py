@@ -162,11 +162,14 @@ class NumpyBackend(Backend):
         return np.ascontiguousarray(x)
 
     def einsum(self, subscripts, *arrays):
-        big = any(a.size > 4096 for a in arrays)
-        if not big:
-            return np.einsum(subscripts, *arrays, optimize=len(arrays) > 2 and "greedy")
-        with numpy_kernels.blas_threads():  # its products are BLAS calls of their own
-            return np.einsum(subscripts, *arrays, optimize="greedy")
+        largest = max(a.size for a in arrays)
+        optimize = "greedy" if largest > 4096 or len(arrays) > 2 else False
+        if largest < _LEND_BLAS_FROM:
+            return np.einsum(subscripts, *arrays, optimize=optimize)
+        # its products are BLAS calls of its own; lent BLAS's threads only when large, since they spin
+        # for a while afterwards beside the pool's
+        with numpy_kernels.blas_threads():
+            return np.einsum(subscripts, *arrays, optimize=optimize)
 
     def scatter_add(self, shape, dtype, key, values):
         out = np.zeros(shape, dtype=values.dtype if dtype is None else self._to_native[dtype])
@@ -228,6 +231,10 @@ class NumpyBackend(Backend):
 
     def randperm(self, n: int, dtype):
         return self._rng.permutation(n).astype(self._to_native[dtype])
+
+
+#: elements of an einsum's largest operand before it borrows BLAS's threads from the pool
+_LEND_BLAS_FROM = 1 << 20
 
 
 def _with_blas_threads(method):

@@ -133,12 +133,30 @@ def products_in_pool() -> bool:
     return _products
 
 
+_lent = 0  # how many blas_threads() blocks are open, in all threads
+_lent_lock = threading.Lock()
+
+
+@contextlib.contextmanager
 def blas_threads():
-    """A context in which BLAS has the pool's threads (for a linear-algebra routine), where the pool
-    does the products; elsewhere nothing changes."""
-    if _products and _threads > 1:
-        return _blas_libraries().limit(limits=_threads)
-    return contextlib.nullcontext()
+    """A block in which BLAS has the pool's threads (a linear-algebra routine), where the pool does the
+    products; elsewhere nothing changes.  Blocks open in several threads at once share the loan: BLAS
+    goes back to one thread when the last one closes."""
+    global _lent
+    if not (_products and _threads > 1):
+        yield
+        return
+    with _lent_lock:
+        if _lent == 0:
+            _blas_libraries().limit(limits=_threads)
+        _lent += 1
+    try:
+        yield
+    finally:
+        with _lent_lock:
+            _lent -= 1
+            if _lent == 0:
+                _blas_libraries().limit(limits=1)
 
 
 def matmul(a, b, out=None):
