@@ -260,3 +260,40 @@ def test_norms_agree_on_row_major_and_other_layouts(small_blocks, fn):
                         grads(lambda x, w: fn(x, "embed", w), [copy, w], create_graph)):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(fn(view, "embed", w).numpy(), fn(copy, "embed", w).numpy(), rtol=1e-12, atol=1e-12)
+
+
+CONTRACTIONS = {  # subscripts, a's shape, b's shape
+    "named attention scores": ("bhqd,bhkd->bhqk", (2, 3, 5, 4), (2, 3, 6, 4)),
+    "output in another order": ("bhqd,bhkd->kbqh", (2, 3, 5, 4), (2, 3, 6, 4)),
+    "a dim one operand alone has": ("ijx,jk->ik", (4, 5, 3), (5, 6)),
+    "an outer product": ("i,j->ij", (7,), (5,)),
+    "all contracted": ("ij,ij->", (4, 5), (4, 5)),
+    "a linear layer by name": ("bse,oe->bso", (2, 7, 6), (5, 6)),
+}
+
+
+@pytest.mark.parametrize("case", CONTRACTIONS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_pool_multiplies_two_operand_contractions(small_blocks, monkeypatch, case, dtype):
+    monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1)
+    subscripts, a_shape, b_shape = CONTRACTIONS[case]
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(a_shape).astype(dtype), rng.standard_normal(b_shape).astype(dtype)
+    nt.set_num_threads(1)
+    assert numpy_kernels.contract(subscripts, a, b) is None  # BLAS multiplies on one thread
+    nt.set_num_threads(3)
+    got = numpy_kernels.contract(subscripts, a, b)
+    want = np.einsum(subscripts, a, b)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-5)
+
+
+@pytest.mark.parametrize("subscripts, a, b", [
+    ("ij,jk->ik", np.ones((2, 3), np.int64), np.ones((3, 4), np.int64)),  # integers
+    ("ii,ij->j", np.ones((3, 3)), np.ones((3, 4))),  # a letter repeated in an operand (a diagonal)
+    ("ij,jk->ik", np.ones((2, 3)), np.ones((1, 4))),  # sizes that do not match
+    ("ij,jk", np.ones((2, 3)), np.ones((3, 4))),  # no output given
+], ids=["integers", "a diagonal", "sizes that differ", "implicit output"])
+def test_the_pool_leaves_other_contractions_to_einsum(small_blocks, subscripts, a, b):
+    nt.set_num_threads(2)
+    assert numpy_kernels.contract(subscripts, a, b) is None

@@ -163,6 +163,10 @@ class NumpyBackend(Backend):
 
     def einsum(self, subscripts, *arrays):
         largest = max(a.size for a in arrays)
+        if len(arrays) == 2 and largest > 4096:
+            pooled = numpy_kernels.contract(subscripts, *arrays)  # where the pool does the products
+            if pooled is not None:
+                return pooled
         optimize = "greedy" if largest > 4096 or len(arrays) > 2 else False
         if largest < _LEND_BLAS_FROM:
             return np.einsum(subscripts, *arrays, optimize=optimize)

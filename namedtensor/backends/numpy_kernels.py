@@ -159,6 +159,40 @@ def blas_threads():
                 _blas_libraries().limit(limits=1)
 
 
+def contract(subscripts: str, a, b):
+    """``np.einsum(subscripts, a, b)`` as one pooled :func:`matmul`, where the pool does the products
+    and both are float arrays of one dtype with no letter repeated in an operand: the dims only one
+    operand has and the output lacks are summed first, then each operand is laid out as a stack of
+    matrices (the shared output dims, then its own output dims or the contracted ones), multiplied,
+    and the result put in the output's order.  Anything else is ``None``: the caller's ``np.einsum``."""
+    if not _products or _threads < 2 or a.dtype != b.dtype or a.dtype.char not in "fd" or "->" not in subscripts:
+        return None
+    ins, out = subscripts.split("->")
+    sa, sb = ins.split(",")
+    if len(set(sa)) != len(sa) or len(set(sb)) != len(sb) or len(set(out)) != len(out) or not set(out) <= set(sa + sb):
+        return None
+    if a.ndim != len(sa) or b.ndim != len(sb) or any(
+            a.shape[sa.index(c)] != b.shape[sb.index(c)] for c in sa if c in sb):
+        return None
+    alone_a = tuple(i for i, c in enumerate(sa) if c not in sb and c not in out)
+    alone_b = tuple(i for i, c in enumerate(sb) if c not in sa and c not in out)
+    if alone_a:
+        a, sa = a.sum(axis=alone_a), "".join(c for c in sa if c in sb or c in out)
+    if alone_b:
+        b, sb = b.sum(axis=alone_b), "".join(c for c in sb if c in sa or c in out)
+    size = {**dict(zip(sa, a.shape)), **dict(zip(sb, b.shape))}
+    shared = [c for c in out if c in sa and c in sb]
+    rows = [c for c in out if c in sa and c not in sb]
+    cols = [c for c in out if c in sb and c not in sa]
+    summed = [c for c in sa if c in sb and c not in out]
+    count = [math.prod(size[c] for c in group) for group in (shared, rows, summed, cols)]
+    left = np.transpose(a, [sa.index(c) for c in shared + rows + summed]).reshape(count[0], count[1], count[2])
+    right = np.transpose(b, [sb.index(c) for c in shared + summed + cols]).reshape(count[0], count[2], count[3])
+    product = matmul(left, right).reshape([size[c] for c in shared + rows + cols])
+    order = shared + rows + cols
+    return np.transpose(product, [order.index(c) for c in out])
+
+
 def matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)``, shared among the pool's threads where the work is large enough: a
     stack by its first stacked axis that has several matrices; a matrix by the contracted dim where it
