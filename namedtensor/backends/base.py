@@ -18,7 +18,7 @@ import itertools
 import math
 
 from .. import _dtypes
-from .update_math import adam_chunk, adam_coefficients, chunks, out_ops
+from .update_math import adam_coefficients, adam_update
 
 _SQRT_2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -380,11 +380,9 @@ class Backend:
         Computed parameter by parameter in cache-sized chunks (the optimizers' helper), as
         ``p -= c * m / (sqrt(v) + eps sqrt(1 - beta2^step))`` with ``c = lr sqrt(1 - beta2^step) /
         (1 - beta1^step)``: the same values up to rounding, in fewer passes."""
-        F = out_ops(self)
         eps, step_size, decay, l2 = adam_coefficients(lr, beta1, beta2, eps, weight_decay, step, decoupled)
         for p, grad, exp_avg, exp_avg_sq in zip(params, grads, exp_avgs, exp_avg_sqs):
-            for x, g, (m, v), tmp in chunks(self, p, grad, [exp_avg, exp_avg_sq]):
-                adam_chunk(F, x, g, m, v, None, tmp, beta1, beta2, eps, step_size, decay, l2)
+            adam_update(self, p, grad, exp_avg, exp_avg_sq, None, beta1, beta2, eps, step_size, decay, l2)
 
     #: whether :meth:`attention` is a fused kernel that scaled_dot_product_attention should call (for
     #: the calls it takes: no dropout, causal and key-padding masks only); otherwise the op computes

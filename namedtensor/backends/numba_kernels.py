@@ -24,8 +24,8 @@ import numpy as np
 from numba import njit
 
 from .numba_math import exp_of
-from .numpy_kernels import get_num_threads, split
-from .update_math import adam_chunk, adam_coefficients, chunks, out_ops
+from .numpy_kernels import get_num_threads, split, split_by_part, takes_rows
+from .update_math import adam_coefficients, adam_update
 
 __all__ = ["norm_rows", "norm_rows_backward", "softmax_columns", "softmax_columns_backward", "adam_"]
 
@@ -96,13 +96,6 @@ def _parts(rows: int, n: int) -> int:
     return max(1, min(get_num_threads(), rows)) if rows * n >= _PARALLEL_FROM else 1
 
 
-def _takes(x, *others) -> bool:
-    """Whether the kernels take ``x`` (float32/64, C-contiguous, nonempty) with ``others`` (of its dtype,
-    or None): the NumPy backend's row kernels' condition."""
-    return (x.dtype in (np.float32, np.float64) and x.size > 0 and x.flags.c_contiguous
-            and all(o is None or o.dtype == x.dtype for o in others))
-
-
 def _backend():
     from . import cpu
 
@@ -111,7 +104,7 @@ def _backend():
 
 def norm_rows(x, n: int, w, b, eps: float, centered: bool):
     """``Backend.norm_rows``."""
-    if not _takes(x, w, b):
+    if not takes_rows(x, w, b):
         return _backend().norm_rows(x, n, w, b, eps, centered)
     x2 = x.reshape(-1, n)
     rows = x2.shape[0]
@@ -124,7 +117,7 @@ def norm_rows(x, n: int, w, b, eps: float, centered: bool):
 
 def norm_rows_backward(x, n: int, mean, rstd, w, g, want_x: bool, want_w: bool, want_b: bool):
     """``Backend.norm_rows_backward``."""
-    if not _takes(x, w, g, mean, rstd):
+    if not takes_rows(x, w, g, mean, rstd):
         return _backend().norm_rows_backward(x, n, mean, rstd, w, g, want_x, want_w, want_b)
     x2 = x.reshape(-1, n)
     g2 = np.ascontiguousarray(np.reshape(g, (-1, n)), dtype=x.dtype)
@@ -133,18 +126,11 @@ def norm_rows_backward(x, n: int, mean, rstd, w, g, want_x: bool, want_w: bool, 
     gx = np.empty(x2.shape, x.dtype) if want_x else None
     gw = np.zeros((parts, n)) if want_w else None  # float64 sums, one row per thread
     gb = np.zeros((parts, n)) if want_b else None
-    bounds = [rows * k // parts for k in range(parts + 1)]
-    each = [(bounds[k], bounds[k + 1], x2, g2, mean, rstd, w, gx, None if gw is None else gw[k],
-             None if gb is None else gb[k]) for k in range(parts)]
-    split(parts, parts, _one_part, each)
+    split_by_part(parts, rows, lambda k, first, last: _backward(
+        first, last, x2, g2, mean, rstd, w, gx, None if gw is None else gw[k], None if gb is None else gb[k]))
     return (None if gx is None else gx.reshape(x.shape),
             None if gw is None else gw.sum(axis=0).astype(x.dtype),
             None if gb is None else gb.sum(axis=0).astype(x.dtype))
-
-
-def _one_part(first: int, last: int, each) -> None:
-    for k in range(first, last):
-        _backward(*each[k])
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
@@ -182,7 +168,7 @@ def _softmax_columns(first, last, e, inv, masked, causal):
 
 def softmax_columns(e, masked: bool, causal: bool = False):
     """``Backend.softmax_columns``; the exponentials are written over ``e``."""
-    if not _takes(e):
+    if not takes_rows(e):
         return _backend().softmax_columns(e, masked, causal)
     n_key, n_query = e.shape[-2], e.shape[-1]
     e3 = e.reshape(math.prod(e.shape[:-2]), n_key, n_query)
@@ -203,7 +189,7 @@ def _softmax_columns_backward(first, last, d, e, c):
 
 def softmax_columns_backward(d, e, c):
     """``Backend.softmax_columns_backward``, in one pass over ``d``."""
-    if not (_takes(d, e, c) and e.shape == d.shape and c.shape == d.shape[:-2] + (1, d.shape[-1])
+    if not (takes_rows(d, e, c) and e.shape == d.shape and c.shape == d.shape[:-2] + (1, d.shape[-1])
             and c.flags.c_contiguous):
         return _backend().softmax_columns_backward(d, e, c)
     n_key, n_query = d.shape[-2], d.shape[-1]
@@ -254,8 +240,8 @@ def adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, *, lr: float, b
     eps, step_size, decay, l2 = adam_coefficients(lr, beta1, beta2, eps, weight_decay, step, decoupled)
     maxima = max_exp_avg_sqs if max_exp_avg_sqs is not None else [None] * len(params)
     for x, grad, m, v, v_max in zip(params, grads, exp_avgs, exp_avg_sqs, maxima):
-        if not _takes(x, m, v, v_max) or not all(a is None or a.flags.c_contiguous for a in (m, v, v_max)):
-            _backend_adam(x, grad, m, v, v_max, beta1, beta2, eps, step_size, decay, l2, maximize)
+        if not takes_rows(x, m, v, v_max) or not all(a is None or a.flags.c_contiguous for a in (m, v, v_max)):
+            adam_update(_backend(), x, grad, m, v, v_max, beta1, beta2, eps, step_size, decay, l2, maximize)
             continue
         t = x.dtype.type
         g = np.ascontiguousarray(grad, dtype=x.dtype).reshape(-1)
@@ -264,11 +250,3 @@ def adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, *, lr: float, b
         split(parts, n, _adam, x.reshape(-1), g, m.reshape(-1), v.reshape(-1),
               None if v_max is None else v_max.reshape(-1), maximize, None if decay is None else t(decay),
               None if l2 is None else t(l2), t(beta1), t(1 - beta1), t(beta2), t(1 - beta2), t(eps), t(step_size))
-
-
-def _backend_adam(x, grad, m, v, v_max, beta1, beta2, eps, step_size, decay, l2, maximize) -> None:
-    B = _backend()
-    F = out_ops(B)
-    for xc, gc, s, tmp in chunks(B, x, grad, [m, v] + ([v_max] if v_max is not None else [])):
-        adam_chunk(F, xc, F.negative(gc) if maximize else gc, s[0], s[1], s[2] if v_max is not None else None, tmp,
-                   beta1, beta2, eps, step_size, decay, l2)

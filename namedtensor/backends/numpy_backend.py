@@ -142,12 +142,12 @@ class NumpyBackend(Backend):
         return numpy_kernels.gelu_backward(x, cdf, g)
 
     def norm_rows(self, x, n, w, b, eps, centered):
-        if _kernel_rows(x, w, b):
+        if numpy_kernels.takes_rows(x, w, b):
             return numpy_kernels.norm_rows(x, n, w, b, eps, centered)
         return super().norm_rows(x, n, w, b, eps, centered)
 
     def norm_rows_backward(self, x, n, mean, rstd, w, g, want_x, want_w, want_b):
-        if _kernel_rows(x, w, g):
+        if numpy_kernels.takes_rows(x, w, g):
             return numpy_kernels.norm_rows_backward(x, n, mean, rstd, w, g, want_x, want_w, want_b)
         return super().norm_rows_backward(x, n, mean, rstd, w, g, want_x, want_w, want_b)
 
@@ -252,7 +252,7 @@ def _with_blas_threads(method):
 
 #: the linear-algebra routines (LAPACK, on BLAS): BLAS has the pool's threads while they run
 for _name in ("inv", "det", "slogdet", "solve", "cholesky", "eigh", "qr", "svd", "pinv"):
-    setattr(NumpyBackend, _name, _with_blas_threads(getattr(Backend, _name)))
+    setattr(NumpyBackend, _name, _with_blas_threads(getattr(NumpyBackend, _name)))
 
 _UNSET = object()
 
@@ -263,13 +263,6 @@ def _in_dtype(fn, *xs):
     dtype = np.result_type(*xs)
     work = [x.astype(np.float32) for x in xs] if dtype == np.float16 else xs
     return np.asarray(fn(*work)).astype(dtype, copy=False)
-
-
-def _kernel_rows(x, *others) -> bool:
-    """Whether the row kernels take ``x`` (float32/64, C-contiguous, nonempty) with ``others`` (of its
-    dtype, or None)."""
-    return (x.dtype in (np.float32, np.float64) and x.size > 0 and x.flags.c_contiguous
-            and all(o is None or o.dtype == x.dtype for o in others))
 
 
 def _reduction(ufunc):

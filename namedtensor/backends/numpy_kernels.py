@@ -128,11 +128,6 @@ def attach(backend) -> None:
     backend.matmul = matmul if _products else np.matmul
 
 
-def products_in_pool() -> bool:
-    """Whether :func:`pool_products` gave the products to the pool."""
-    return _products
-
-
 _lent = 0  # how many blas_threads() blocks are open, in all threads
 _lent_lock = threading.Lock()
 
@@ -203,11 +198,12 @@ def matmul(a, b, out=None):
             or (out is not None and out.dtype != a.dtype)):
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     m, n = a.shape[-2], b.shape[-1]
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    if math.prod(batch) * m * n * a.shape[-1] < _SPLIT_FROM:
+    # the multiply-adds, read off the sizes (a stack that broadcasts does more): small products return
+    # before any shape arithmetic
+    if max(a.size * n, b.size * m) < _SPLIT_FROM:
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     if out is None:
-        out = np.empty(batch + (m, n), a.dtype)
+        out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (m, n), a.dtype)
     axis = next((d for d in range(a.ndim - 2) if a.shape[d] >= _threads), None) if a.ndim == b.ndim else None
     if axis is not None:
         count, whole = a.shape[axis], b.shape[axis] == 1  # b broadcast along it: every part reads all of b
@@ -218,16 +214,9 @@ def matmul(a, b, out=None):
     elif a.shape[-1] >= max(m, n):
         # the contracted dim is the longest (a weight's gradient): each thread multiplies its slice of
         # it, packing its parts of a and b only, and the partial products are added up after
-        k, parts = a.shape[-1], min(_threads, a.shape[-1])
-        bounds = [k * p // parts for p in range(parts + 1)]
+        parts = min(_threads, a.shape[-1])
         partial = np.empty((parts,) + out.shape, out.dtype)
-
-        def each(first: int, last: int) -> None:
-            for p in range(first, last):
-                lo, hi = bounds[p], bounds[p + 1]
-                np.matmul(a[..., lo:hi], b[..., lo:hi, :], out=partial[p])
-
-        split(parts, parts, each)
+        split_by_part(parts, a.shape[-1], lambda p, lo, hi: np.matmul(a[..., lo:hi], b[..., lo:hi, :], out=partial[p]))
         return np.sum(partial, axis=0, out=out)
     elif n > m:  # by columns: each thread packs its part of b, and all of the smaller a
         count = n
@@ -264,6 +253,25 @@ def split(parts: int, count: int, fn, *args) -> None:
     fn(bounds[0], bounds[1], *args)
     for r in running:
         r.result()
+
+
+def split_by_part(parts: int, count: int, fn) -> None:
+    """``fn(part, first, last)`` for each of ``parts`` consecutive runs of ``count`` tasks, on as many
+    threads: for work that keeps one accumulator per part (a weight's gradient, a partial product)."""
+    bounds = [count * p // parts for p in range(parts + 1)]
+
+    def each(first: int, last: int) -> None:
+        for p in range(first, last):
+            fn(p, bounds[p], bounds[p + 1])
+
+    split(parts, parts, each)
+
+
+def takes_rows(x, *others) -> bool:
+    """Whether the row kernels take ``x`` (float32/64, C-contiguous, nonempty) with ``others`` (of its
+    dtype, or None): this module's and backends/numba_kernels.py's."""
+    return (x.dtype in (np.float32, np.float64) and x.size > 0 and x.flags.c_contiguous
+            and all(o is None or o.dtype == x.dtype for o in others))
 
 
 def run_blocks(n: int, work, n_scratch: int, dtype) -> None:

@@ -90,12 +90,23 @@ def adam_coefficients(lr: float, beta1: float, beta2: float, eps: float, weight_
     return eps * bc2_sqrt, lr / (1 - beta1 ** step) * bc2_sqrt, decay, l2
 
 
+def adam_update(B, x, grad, m, v, v_max, beta1: float, beta2: float, eps: float, step_size: float, decay, l2,
+                maximize: bool = False) -> None:
+    """One Adam step in place on a parameter's raw arrays, chunk by chunk (:func:`chunks`,
+    :func:`adam_chunk`): parameter ``x``, gradient ``grad`` (only read; negated with ``maximize``),
+    moments ``m`` and ``v``, amsgrad's running max ``v_max`` (or None).  The optimizer's per-parameter
+    path, the backends' generic ``adamw_`` and the fused kernel's fallback all run it."""
+    F = out_ops(B)
+    for xc, gc, s, tmp in chunks(B, x, grad, [m, v] + ([] if v_max is None else [v_max])):
+        adam_chunk(F, xc, F.negative(gc) if maximize else gc, s[0], s[1], None if v_max is None else s[2], tmp,
+                   beta1, beta2, eps, step_size, decay, l2)
+
+
 def adam_chunk(F, x, g, m, v, v_max, tmp, beta1: float, beta2: float, eps: float, step_size: float,
                decay, l2) -> None:
     """One Adam step in place on raw arrays of one chunk: parameter ``x``, gradient ``g`` (only read),
     moments ``m`` and ``v``, amsgrad's running max ``v_max`` (or None), scratch ``tmp``; ``F``: the
-    backend's ``out=`` functions; the coefficients from :func:`adam_coefficients`.  The optimizer's
-    per-parameter path and the backends' generic ``adamw_`` both run it."""
+    backend's ``out=`` functions; the coefficients from :func:`adam_coefficients`."""
     if decay is not None:
         F.multiply(x, decay, out=x)
     if l2 is not None:

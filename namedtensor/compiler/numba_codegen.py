@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import _dtypes
 from ..backends import get_num_threads
-from ..backends.numpy_kernels import split
+from ..backends.numpy_kernels import split, split_by_part
 from ..ops.fusion import Chain
 from . import formulas
 from .ir import Value
@@ -160,7 +160,7 @@ def _per_element(pad: str, ins: List[str], ones: Sequence[Ones], lines: List[for
 
 
 def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[formulas.Statement],
-            results: List[str], ndim: int, sums: Sequence[Tuple[str, str, Ones]] = ()) -> str:
+            results: List[str], ndim: int, sums: Sequence[Tuple[str, str, Ones, str]] = ()) -> str:
     """A Numba function ``kernel(first, last, *arrays)`` of the arrays ``a_<name>`` of ``ins`` (broadcast
     as ``ones`` says) then ``outs`` (of the output's shape), computing ``lines`` per element (an input's
     element is its name) and writing ``results[k]`` into the array of ``outs[k]``, for the tasks ``first``
@@ -176,17 +176,18 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
     body = _chunk_tasks(f"a_{outs[0]}.shape" if outs else "shape", ndim, lead)
     body += _slices("        ", ins, ones, lead, "c0:c0 + n")
     body += [f"        s_{name} = a_{name}[{', '.join(lead + ['c0:c0 + n'])}]" for name in outs]
+    after = []  # the row totals of the sums along a last dim of size 1, added once the row is done
     for name, _, one, dtype in sums:
-        at = ["part"] + [("0" if o else i) for o, i in zip(one, lead)]
-        body.append(f"        t_{name} = {dtype}(0.0)" if one[-1]
-                    else f"        s_{name} = a_{name}[{', '.join(at + ['c0:c0 + n'])}]")
+        at = ", ".join(["part"] + [("0" if o else i) for o, i in zip(one, lead)])
+        if one[-1]:
+            body.append(f"        t_{name} = {dtype}(0.0)")
+            after.append(f"        a_{name}[{at}, 0] += t_{name}")
+        else:
+            body.append(f"        s_{name} = a_{name}[{at}, c0:c0 + n]")
     body += _per_element("        ", ins, ones, lines, "n")
     body += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
     body += [f"            t_{name} += {r}" if one[-1] else f"            s_{name}[c] += {r}" for name, r, one, _ in sums]
-    for name, _, one, _ in sums:
-        if one[-1]:
-            at = ["part"] + [("0" if o else i) for o, i in zip(one, lead)] + ["0"]
-            body.append(f"        a_{name}[{', '.join(at)}] += t_{name}")
+    body += after
     args = ", ".join(["first", "last"] + (["part"] if sums else []) + [f"a_{name}" for name in ins + outs]
                      + [f"a_{name}" for name, _, _, _ in sums] + ([] if outs else ["shape"]))
     # a row's sum vectorizes only if it may be reassociated, as the reduction kernels' sums
@@ -446,13 +447,8 @@ def _summing_runner(module, full, out_dtypes: List[str], sums: List[Tuple[tuple,
         outs = [B.empty(full, dtype=B.native(d)) for d in dtypes]
         n = parts()
         accs = [B.zeros((n,) + padded, dtype=B.native(_dtypes.as_dtype(dtype))) for padded, _, dtype in sums]
-        bounds = [count * p // n for p in range(n + 1)]
-
-        def each(first_part: int, last_part: int) -> None:
-            for p in range(first_part, last_part):
-                kernel(bounds[p], bounds[p + 1], p, *xs, *outs, *accs, *([] if outs else [full]))
-
-        split(n, n, each)
+        tail = [] if outs else [full]
+        split_by_part(n, count, lambda p, first, last: kernel(first, last, p, *xs, *outs, *accs, *tail))
         totals = [B.reshape(acc[0] if n == 1 else B.sum(acc, axis=0), shape) for acc, (_, shape, _) in zip(accs, sums)]
         return outs, totals
 

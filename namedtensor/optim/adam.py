@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from .._internal import backend_of, bump_version
-from ..backends.update_math import adam_chunk, adam_coefficients, chunks, out_ops
+from ..backends.update_math import adam_coefficients, adam_update
 from ..tensor import Tensor
 from .optimizer import Optimizer, Params, check_number
 
@@ -85,11 +85,7 @@ class Adam(Optimizer):
         for p, grad in todo:
             state = states[p]
             if not state:
-                state["step"] = 0
-                state["exp_avg"] = self._state_tensor(p)
-                state["exp_avg_sq"] = self._state_tensor(p)
-                if amsgrad:
-                    state["max_exp_avg_sq"] = self._state_tensor(p)
+                self._new_state(p, state, amsgrad)
             step = state["step"] = state["step"] + 1
             x = p.array
             B = backend_of(p)
@@ -121,26 +117,25 @@ class Adam(Optimizer):
             for t in edited:
                 bump_version(t)  # graphs that saved the old values must refuse them
 
+    def _new_state(self, p: Tensor, state: Dict[str, Any], amsgrad: bool) -> None:
+        state["step"] = 0
+        state["exp_avg"] = self._state_tensor(p)
+        state["exp_avg_sq"] = self._state_tensor(p)
+        if amsgrad:
+            state["max_exp_avg_sq"] = self._state_tensor(p)
+
     def _update(self, p: Tensor, grad, state: Dict[str, Any], group: Dict[str, Any]) -> None:
         B = backend_of(p)
         lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
         beta1, beta2 = group["betas"]
         amsgrad = group["amsgrad"]
         if not state:
-            state["step"] = 0
-            state["exp_avg"] = self._state_tensor(p)
-            state["exp_avg_sq"] = self._state_tensor(p)
-            if amsgrad:
-                state["max_exp_avg_sq"] = self._state_tensor(p)
+            self._new_state(p, state, amsgrad)
         step = state["step"] = state["step"] + 1
         tensors = [state["exp_avg"], state["exp_avg_sq"]] + ([state["max_exp_avg_sq"]] if amsgrad else [])
         eps, step_size, decay, l2 = adam_coefficients(lr, beta1, beta2, eps, wd, step, self._decoupled)
-        F = out_ops(B)
-        maximize = group["maximize"]
-        for x, g, s, tmp in chunks(B, p.array, grad, [t.array for t in tensors]):
-            # one update of raw arrays: parameter x, grad g, state s = (m, v[, v_max]); g is only read
-            adam_chunk(F, x, F.negative(g) if maximize else g, s[0], s[1], s[2] if amsgrad else None, tmp,
-                       beta1, beta2, eps, step_size, decay, l2)
+        adam_update(B, p.array, grad, tensors[0].array, tensors[1].array, tensors[2].array if amsgrad else None,
+                    beta1, beta2, eps, step_size, decay, l2, group["maximize"])
         for t in tensors:
             bump_version(t)
 
