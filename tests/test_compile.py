@@ -770,6 +770,27 @@ def test_row_kernels_match_the_backends(monkeypatch, dtype, centered, with_w, wi
         if wanted:
             assert a.dtype == e.dtype and a.shape == e.shape
             np.testing.assert_allclose(a, e, **tol)
+    # a residual add and the norm of its sum, forward and backward, against the backend's two steps
+    r = rng.standard_normal((7, 5, 33)).astype(dtype)
+    got = numba_kernels.add_norm_rows(x, r, 33, w, b, 1e-5, centered)
+    want = nt.backends.cpu().add_norm_rows(x, r, 33, w, b, 1e-5, centered)
+    np.testing.assert_allclose(got[0], x + r, rtol=0, atol=0)
+    for a, e in zip(got, want):
+        assert (a is None) == (e is None)
+        if e is not None:
+            assert a.dtype == e.dtype and a.shape == e.shape
+            np.testing.assert_allclose(a, e, **tol)
+    h, _, mean, rstd = want
+    g_add = rng.standard_normal((7, 5, 33)).astype(dtype)
+    got = numba_kernels.add_norm_rows_backward(h, 33, mean, rstd, w, g, g_add, *wants[1:])
+    want = nt.backends.cpu().add_norm_rows_backward(h, 33, mean, rstd, w, g, g_add, *wants[1:])
+    np.testing.assert_allclose(want[0], numpy_kernels.norm_rows_backward(h, 33, mean, rstd, w, g, True, False, False)[0]
+                               + g_add, **tol)
+    for wanted, a, e in zip((True,) + wants[1:], got, want):
+        assert (a is None) == (not wanted)
+        if wanted:
+            assert a.dtype == e.dtype and a.shape == e.shape
+            np.testing.assert_allclose(a, e, **tol)
 
 
 @pytest.mark.parametrize("norm", ["layer", "rms"])
@@ -878,3 +899,79 @@ def test_powers_by_a_number_fuse_as_products_with_pows_edge_cases(exponent, dtyp
     cf64, got = compiled_quietly(fn, xs)
     assert_close(nt.grad(got.sum(), xs)[0], nt.grad(fn(xs).sum(), xs)[0], rtol=1e-14, atol=1e-14)
     assert gradcheck(cf64, xs)
+
+
+def _residual(norm: str):
+    """A residual add read by a norm and by an elementwise op after it."""
+
+    def fn(x, r, w, b):
+        h = x + r
+        y = F.layer_norm(h, dim="embed", weight=w, bias=b) if norm == "layer" else F.rms_norm(h, dim="embed", weight=w)
+        return h * 0.5 + y.tanh()
+
+    return fn
+
+
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+@pytest.mark.parametrize("x_grad", [True, False])
+def test_a_residual_add_joins_the_norm_of_its_sum(norm, x_grad):
+    pytest.importorskip("numba")
+    names = ("batch", "seq", "embed")
+    x = rnd(3, 4, 16, names=names, dtype="float64").requires_grad_(x_grad)
+    r = rnd(3, 4, 16, names=names, seed=1, dtype="float64").requires_grad_()
+    w = rnd(16, names=("embed",), seed=2, dtype="float64").requires_grad_()
+    b = rnd(16, names=("embed",), seed=3, dtype="float64").requires_grad_()
+    fn = _residual(norm)
+    cf, got = compiled_quietly(fn, x, r, w, b)
+    assert "residual norms joined: 1" in cf.explain()
+    ops = [n.op.name for n in program(cf).graph.nodes]
+    assert ops[0] == f"add+{norm}_norm" and "add" not in ops and f"{norm}_norm" not in ops
+    want = fn(x, r, w, b)
+    assert got.names == want.names
+    assert_close(got, want, rtol=1e-12, atol=1e-12)
+    inputs = [t for t in (x, r, w, b) if t.requires_grad and (norm == "layer" or t is not b)]
+    g = rnd(3, 4, 16, names=names, seed=4, dtype="float64")
+    for a, e in zip(nt.grad(got, inputs, g), nt.grad(want, inputs, g)):
+        assert a.names == e.names
+        assert_close(a, e, rtol=1e-12, atol=1e-12)
+    assert gradcheck(cf, x, r, w, b)
+    assert gradgradcheck(cf, x, r, w, b)
+
+
+@pytest.mark.parametrize("case", ["broadcast", "an unnamed operand", "dim inside", "weight made after"])
+def test_a_residual_add_stays_apart_where_it_cannot_join(case):
+    pytest.importorskip("numba")
+    x = rnd(3, 4, 16, names=("batch", "seq", "embed"))
+    r = rnd(3, 4, 16, names=("batch", "seq", "embed"), seed=1)
+    w = rnd(16, names=("embed",), seed=2)
+    fns = {
+        "broadcast": lambda x, r: F.layer_norm(x + w, dim="embed") * r,
+        "an unnamed operand": lambda x, r: F.layer_norm(x + r.rename(None), dim="embed"),
+        "dim inside": lambda x, r: F.layer_norm(x + r, dim="seq"),
+        "weight made after": lambda x, r: (lambda h: F.layer_norm(h, dim="embed", weight=(w * h.mean()).tanh()))(x + r),
+    }
+    cf, got = compiled_quietly(fns[case], x, r)
+    assert "residual norms joined: 0" in cf.explain()
+    want = fns[case](x, r)
+    assert got.names == want.names
+    assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_joined_residual_norm_takes_operands_in_any_memory_layout():
+    pytest.importorskip("numba")
+    # transposed views with the names (batch, seq, embed): the sum is not row-major either, so the node
+    # runs the add and the norm's steps on whole arrays, forward and backward
+    x = rnd(16, 3, 4, names=("embed", "batch", "seq"), dtype="float64").align_to("batch", "seq", "embed")
+    r = rnd(16, 3, 4, names=("embed", "batch", "seq"), seed=1, dtype="float64").align_to("batch", "seq", "embed")
+    x, r = x.requires_grad_(), r.requires_grad_()
+    w = rnd(16, names=("embed",), seed=2, dtype="float64").requires_grad_()
+    b = rnd(16, names=("embed",), seed=3, dtype="float64").requires_grad_()
+    for norm in ("layer", "rms"):
+        fn = _residual(norm)
+        cf, got = compiled_quietly(fn, x, r, w, b)
+        assert "residual norms joined: 1" in cf.explain()
+        want = fn(x, r, w, b)
+        assert_close(got, want, rtol=1e-12, atol=1e-12)
+        inputs = [x, r, w] + ([b] if norm == "layer" else [])
+        for a, e in zip(nt.grad(got.sum(), inputs), nt.grad(want.sum(), inputs)):
+            assert_close(a, e, rtol=1e-12, atol=1e-12)

@@ -206,6 +206,19 @@ class Backend:
             gx = self.reshape(inner * rstd, shape)
         return gx, gw, gb
 
+    def add_norm_rows(self, x, r, n: int, w, b, eps: float, centered: bool):
+        """The sum ``h = x + r`` (``r`` of ``x``'s shape and dtype) and :meth:`norm_rows` of it:
+        ``(h, y, mean, rstd)``.  A residual add and the norm after it, which a backend's kernel may take
+        in one pass (nt.compile joins them: ops/normalization.py)."""
+        h = self.add(x, r)
+        return (h, *self.norm_rows(h, n, w, b, eps, centered))
+
+    def add_norm_rows_backward(self, x, n: int, mean, rstd, w, g, g_add, want_w: bool, want_b: bool):
+        """:meth:`norm_rows_backward` with the input's gradient always computed and ``g_add`` (the
+        gradient the input gets from its other readers, of its shape) added to it: ``(gx, gw, gb)``."""
+        gx, gw, gb = self.norm_rows_backward(x, n, mean, rstd, w, g, True, want_w, want_b)
+        return (self.add(gx, g_add, out=gx) if self.supports_out else self.add(gx, g_add)), gw, gb
+
     def softmax_columns(self, e, masked: bool, causal: bool = False):
         """Attention's softmax over the keys of key-major scores ``e`` (float, ``(..., key, query)``), left
         unnormalised: ``(exp(e - top), 1 / total)``, ``top`` each column's max and ``total`` the column's

@@ -1,6 +1,7 @@
 """Numba kernels for the NumPy backend's row hooks, which compiled graphs run in the backend's place.
 
-``norm_rows`` and ``norm_rows_backward`` (LayerNorm and RMSNorm) and ``softmax_columns`` with its
+``norm_rows`` and ``norm_rows_backward`` (LayerNorm and RMSNorm), ``add_norm_rows`` and its backward (a
+residual add and the norm of its result) and ``softmax_columns`` with its
 backward (attention's softmax over the keys) compute what the backend's hooks of those names do
 (base.py describes them), taking each row through all its steps while it is in the cache where the
 NumPy backend takes a pass over a whole block per step; the exponentials are numba_math's vectorized
@@ -27,7 +28,7 @@ from .numba_math import exp_of
 from .numpy_kernels import get_num_threads, split, split_by_part, takes_rows
 from .update_math import adam_coefficients, adam_update
 
-__all__ = ["norm_rows", "norm_rows_backward", "softmax_columns", "softmax_columns_backward", "adam_"]
+__all__ = ["norm_rows", "norm_rows_backward", "add_norm_rows", "add_norm_rows_backward", "softmax_columns", "softmax_columns_backward", "adam_"]
 
 #: elements of a block before it is split among threads: a hand-off costs tens of microseconds, a row of
 #: a few hundred elements about a tenth of one
@@ -35,10 +36,15 @@ _PARALLEL_FROM = 1 << 20
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
-def _forward(first, last, x, w, b, y, mean, rstd, eps):
+def _forward(first, last, x, res, h, w, b, y, mean, rstd, eps):
     n = x.shape[1]
     for i in range(first, last):
         row = x[i]
+        if h is not None:  # add_norm_rows: the sum is normalised while its row is in the cache
+            row = h[i]
+            xi, ri = x[i], res[i]
+            for j in range(n):
+                row[j] = xi[j] + ri[j]
         m = 0.0
         if mean is not None:  # LayerNorm (Numba drops the branch for RMSNorm's None)
             for j in range(n):
@@ -64,7 +70,7 @@ def _forward(first, last, x, w, b, y, mean, rstd, eps):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
-def _backward(first, last, x, g, mean, rstd, w, gx, gw, gb):
+def _backward(first, last, x, g, mean, rstd, w, gx, gw, gb, g_add):
     n = x.shape[1]
     for i in range(first, last):
         row, grow = x[i], g[i]
@@ -90,6 +96,10 @@ def _backward(first, last, x, g, mean, rstd, w, gx, gw, gb):
         for j in range(n):
             u = grow[j] if w is None else grow[j] * w[j]
             out[j] = r * (u - (row[j] - m) * r * c - d)
+        if g_add is not None:
+            extra = g_add[i]
+            for j in range(n):
+                out[j] += extra[j]
 
 
 def _parts(rows: int, n: int) -> int:
@@ -106,28 +116,54 @@ def norm_rows(x, n: int, w, b, eps: float, centered: bool):
     """``Backend.norm_rows``."""
     if not takes_rows(x, w, b):
         return _backend().norm_rows(x, n, w, b, eps, centered)
-    x2 = x.reshape(-1, n)
-    rows = x2.shape[0]
-    y = np.empty(x2.shape, x.dtype)
-    mean = np.empty(rows, x.dtype) if centered else None
-    rstd = np.empty(rows, x.dtype)
-    split(_parts(rows, n), rows, _forward, x2, w, b, y, mean, rstd, float(eps))
+    y, mean, rstd = _norm_rows(x.reshape(-1, n), None, w, b, eps, centered)
     return y.reshape(x.shape), mean, rstd
+
+
+def add_norm_rows(x, r, n: int, w, b, eps: float, centered: bool):
+    """``Backend.add_norm_rows``, in one pass over the rows."""
+    if not (takes_rows(x, r, w, b) and r.flags.c_contiguous and r.shape == x.shape):
+        return _backend().add_norm_rows(x, r, n, w, b, eps, centered)
+    y, mean, rstd, h = _norm_rows(x.reshape(-1, n), r.reshape(-1, n), w, b, eps, centered)
+    return h.reshape(x.shape), y.reshape(x.shape), mean, rstd
+
+
+def _norm_rows(x2, r2, w, b, eps: float, centered: bool):
+    """The norm of the rows of ``x2`` (of ``x2 + r2`` where ``r2`` is given, also returned)."""
+    rows = x2.shape[0]
+    y = np.empty(x2.shape, x2.dtype)
+    h = None if r2 is None else np.empty(x2.shape, x2.dtype)
+    mean = np.empty(rows, x2.dtype) if centered else None
+    rstd = np.empty(rows, x2.dtype)
+    split(_parts(rows, x2.shape[1]), rows, _forward, x2, r2, h, w, b, y, mean, rstd, float(eps))
+    return (y, mean, rstd) if h is None else (y, mean, rstd, h)
 
 
 def norm_rows_backward(x, n: int, mean, rstd, w, g, want_x: bool, want_w: bool, want_b: bool):
     """``Backend.norm_rows_backward``."""
     if not takes_rows(x, w, g, mean, rstd):
         return _backend().norm_rows_backward(x, n, mean, rstd, w, g, want_x, want_w, want_b)
+    return _norm_rows_backward(x, n, mean, rstd, w, g, None, want_x, want_w, want_b)
+
+
+def add_norm_rows_backward(x, n: int, mean, rstd, w, g, g_add, want_w: bool, want_b: bool):
+    """``Backend.add_norm_rows_backward``: ``g_add`` is added to the input's gradient in the same pass."""
+    if not (takes_rows(x, w, g, mean, rstd, g_add) and g_add.shape == x.shape):
+        return _backend().add_norm_rows_backward(x, n, mean, rstd, w, g, g_add, want_w, want_b)
+    return _norm_rows_backward(x, n, mean, rstd, w, g, g_add, True, want_w, want_b)
+
+
+def _norm_rows_backward(x, n: int, mean, rstd, w, g, g_add, want_x: bool, want_w: bool, want_b: bool):
     x2 = x.reshape(-1, n)
     g2 = np.ascontiguousarray(np.reshape(g, (-1, n)), dtype=x.dtype)
+    add2 = None if g_add is None else np.ascontiguousarray(np.reshape(g_add, (-1, n)))
     rows = x2.shape[0]
     parts = _parts(rows, n)
     gx = np.empty(x2.shape, x.dtype) if want_x else None
     gw = np.zeros((parts, n)) if want_w else None  # float64 sums, one row per thread
     gb = np.zeros((parts, n)) if want_b else None
     split_by_part(parts, rows, lambda k, first, last: _backward(
-        first, last, x2, g2, mean, rstd, w, gx, None if gw is None else gw[k], None if gb is None else gb[k]))
+        first, last, x2, g2, mean, rstd, w, gx, None if gw is None else gw[k], None if gb is None else gb[k], add2))
     return (None if gx is None else gx.reshape(x.shape),
             None if gw is None else gw.sum(axis=0).astype(x.dtype),
             None if gb is None else gb.sum(axis=0).astype(x.dtype))

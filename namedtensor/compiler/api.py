@@ -20,11 +20,12 @@ from ..backends import cpu, heap
 from ..nn import Module
 from ..nn.module import state_key
 from ..ops.elementwise import add
+from ..ops.normalization import layer_norm, rms_norm
 from ..tensor import Tensor
 from . import cuda_codegen, formulas, numba_codegen
 from .capture import Untraceable, capture, describe_key, flatten, signature, unflatten
 from .ir import Node, Value
-from .passes import fuse_elementwise, optimize, split_biases
+from .passes import fuse_elementwise, fuse_residual_norms, optimize, split_biases
 from .program import Program, build
 
 __all__ = ["compile", "CompiledFunction"]
@@ -79,6 +80,10 @@ def kernels_on(backend: str) -> Callable:
         return ({} if forward is None else {backend: forward}), ({} if backward is None else {backend: backward})
 
     return kernels
+
+
+#: the norms a residual add joins (passes.fuse_residual_norms): each norm's op and the op doing both
+_AFTER_ADD = {layer_norm.op: layer_norm.after_add, rms_norm.op: rms_norm.after_add}
 
 
 def _row_kernels():
@@ -171,7 +176,8 @@ class CompiledFunction:
         report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(
             g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
             absorbs=absorbs), rows=_row_kernels() if cpu_kernels else None,
-            split=None if fusible is None else lambda g: split_biases(g, fusible, add.op))
+            split=None if fusible is None else lambda g: split_biases(g, fusible, add.op),
+            residual=lambda g: fuse_residual_norms(g, add.op, _AFTER_ADD))
         program = self.cache[key] = build(graph, report)
         heap.retain_by_default()
         return program

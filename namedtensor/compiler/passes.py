@@ -14,7 +14,10 @@ op (``namedtensor/ops/fusion.py``), with a kernel generated for the whole group 
 generators know every member (formulas.py); a group's outputs are the members' values that something
 after it reads.  Ops that run the backend's row hooks (``Op.row_kernels``: layer and RMS norm,
 attention) are given Numba kernels (backends/numba_kernels.py) in the backend's place (their ``rows``
-param).
+param), and a residual add and the norm of its result become one node returning both
+(``fuse_residual_norms``: the sum is normalised while each row is in the cache, and the backward adds
+the residual stream's gradient in the norm's pass); this comes before fusion, so that such an add
+joins its norm rather than a chain.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from .formulas import COMPOSITE, broadcast_shape
 from .ir import ArrayOf, Graph, Node, Value, map_leaves
 
 __all__ = ["eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants", "split_biases",
-           "fuse_elementwise", "use_row_kernels", "optimize"]
+           "fuse_elementwise", "use_row_kernels", "fuse_residual_norms", "optimize"]
 
 
 def _rewrite(graph: Graph, replace: Dict[int, Value]) -> None:
@@ -331,19 +334,56 @@ def use_row_kernels(graph: Graph, rows: Any, dtypes=("float32", "float64")) -> i
     return count
 
 
+def fuse_residual_norms(graph: Graph, add: type, after_add: Dict[type, type]) -> int:
+    """Join each add of two values with the sum's names and shape (a residual add: no alignment, no
+    broadcast) to a norm reading the sum that runs in row kernels (a ``rows`` param; normalised dims
+    last): one node of ``after_add[the norm's op]`` in the add's place, returning the sum and its norm.
+    The norm's other arguments (weight, bias) must exist before the add.  Returns how many."""
+    position = {id(n): i for i, n in enumerate(graph.nodes)}
+
+    def before(v: Any, i: int) -> bool:
+        return not isinstance(v, Value) or v.kind != "op" or position[id(v.source)] < i
+
+    joined: Dict[int, Node] = {}  # the add's position -> the node replacing it
+    dropped = set()
+    for i, n in enumerate(graph.nodes):
+        if n.op is not add or len(n.args) != 2 or i in dropped:
+            continue
+        h = n.outputs[0]
+        if not all(isinstance(a, Value) and (a.names, a.shape, a.dtype) == (h.names, h.shape, h.dtype)
+                   for a in n.args):
+            continue
+        norm = next((m for m in graph.nodes[i + 1:] if m.op in after_add and m.args and m.args[0] is h
+                     and m.params.get("rows") is not None and m.params["plan"].rows is not None
+                     and all(before(a, i) for a in m.args[1:])), None)
+        if norm is None:
+            continue
+        y = norm.outputs[0]
+        node = Node(after_add[norm.op], n.args + norm.args[1:], norm.params, (h, y), (h.names, y.names))
+        h.source = y.source = node
+        joined[i] = node
+        dropped.add(position[id(norm)])
+    graph.nodes = [joined.get(i, n) for i, n in enumerate(graph.nodes) if i not in dropped]
+    return len(joined)
+
+
 def optimize(graph: Graph, fuse: Optional[Callable[[Graph], int]] = None, rows: Any = None,
-             split: Optional[Callable[[Graph], int]] = None) -> Dict[str, int]:
+             split: Optional[Callable[[Graph], int]] = None,
+             residual: Optional[Callable[[Graph], int]] = None) -> Dict[str, int]:
     """The passes in order; returns what each did (for ``explain()``).  ``split``: :func:`split_biases`
-    with its arguments bound, where fusion makes kernels."""
+    with its arguments bound, where fusion makes kernels; ``residual``: :func:`fuse_residual_norms` with
+    its arguments bound, where there are row kernels."""
     report = {"nodes traced": len(graph.nodes)}
     report["constants folded"] = fold_constants(graph)
     report["subexpressions merged"] = eliminate_common_subexpressions(graph)
     report["dead nodes dropped"] = eliminate_dead_code(graph)
     if split is not None:
         report["biases split"] = split(graph)
+    if rows is not None:  # before fusion: an add that a norm reads joins the norm, not a chain
+        report["row kernels"] = use_row_kernels(graph, rows)
+        if residual is not None:
+            report["residual norms joined"] = residual(graph)
     if fuse is not None:
         report["fused groups"] = fuse(graph)
-    if rows is not None:
-        report["row kernels"] = use_row_kernels(graph, rows)
     report["nodes run"] = len(graph.nodes)
     return report

@@ -15,6 +15,9 @@ the forward and that raw backward are the backend's fused row kernels (``B.norm_
 kernels).  Otherwise they are steps on whole arrays, whose per-row sums of products
 (the variance, ``mean(u xhat)``) are einsums when the normalised dims are the last ones: one pass,
 no temporary.
+
+At the end: ``add+layer_norm`` and ``add+rms_norm``, a residual add and the norm of its sum as one op,
+which nt.compile makes of the two (not a public function).
 """
 
 from __future__ import annotations
@@ -182,36 +185,53 @@ def _param_raw(B, a, perm, plan: _Plan, names) -> Tensor:
     return Tensor._make(a, names, B)
 
 
-def _grads_raw(node, g: Tensor, x: Tensor, w: Optional[Tensor], mu, rstd, centered: bool):
+def _slots(node, at: Tuple[int, ...] = (0, 1, 2)):
+    """``(wants, names)``: whether the input, the weight and the bias want gradients, and their names,
+    from their positions ``at`` among the node's inputs (rms_norm has no bias: it wants none)."""
+    wants = tuple(i < len(node.edges) and node.edges[i] is not None for i in at) + (False,) * (3 - len(at))
+    names = tuple(node.in_names[i] for i in at) + (None,) * (3 - len(at))
+    return wants, names
+
+
+def _grads_raw(node, g: Tensor, x: Tensor, w: Optional[Tensor], mu, rstd, centered: bool, slots, g_add=None):
     """The input's, the weight's and (``centered``: layer_norm) the bias's gradients on raw arrays, from
     the forward's statistics ``mu`` (None for RMS) and ``rstd``: by the backend's row kernels where they
     ran the forward, else from the normalised input ``xhat`` (a temporary, which becomes the input's
-    gradient) as ``rstd (u - mean(u) - xhat mean(u xhat))`` with ``u = g w`` (without ``mean(u)`` for RMS)."""
+    gradient) as ``rstd (u - mean(u) - xhat mean(u xhat))`` with ``u = g w`` (without ``mean(u)`` for RMS).
+    ``slots``: :func:`_slots`; ``g_add`` (a tensor or None) is added to the input's gradient, which is
+    then always computed."""
     B, plan = node.B, node.params["plan"]
-    wants = [e is not None for e in node.edges] + [False]  # rms_norm has no bias
+    wants, names = slots
     if _fused(B, x._data, plan):
         rows = (math.prod(plan.keep),)
-        gx, gw, gb = row_hooks(B, node.params.get("rows")).norm_rows_backward(
-            x._data, plan.n, None if mu is None else B.reshape(mu, rows), B.reshape(rstd, rows),
-            _row_raw(B, None if w is None else w._data, plan.wperm, plan), g._data, *wants[:3])
+        hooks = row_hooks(B, node.params.get("rows"))
+        stats = (None if mu is None else B.reshape(mu, rows), B.reshape(rstd, rows),
+                 _row_raw(B, None if w is None else w._data, plan.wperm, plan), g._data)
+        if g_add is None:
+            gx, gw, gb = hooks.norm_rows_backward(x._data, plan.n, *stats, *wants)
+        else:
+            gx, gw, gb = hooks.add_norm_rows_backward(x._data, plan.n, *stats, g_add._data, *wants[1:])
         if gx is not None:
-            gx = Tensor._make(gx, node.in_names[0], B)
-        grads = (gx, _unrow_raw(B, gw, plan.wperm, plan, node.in_names[1]))
-        return (*grads, _unrow_raw(B, gb, plan.bperm, plan, node.in_names[2])) if centered else grads
+            gx = Tensor._make(gx, names[0], B)
+        grads = (gx, _unrow_raw(B, gw, plan.wperm, plan, names[1]))
+        return (*grads, _unrow_raw(B, gb, plan.bperm, plan, names[2])) if centered else grads
     xhat = into(B, "multiply", x._data - mu, rstd) if centered else B.multiply(x._data, rstd)
     gd = g._data
     gx = gw = None
     if wants[1]:
-        gw = _param_raw(B, B.multiply(gd, xhat), plan.wperm, plan, node.in_names[1])
-    if wants[0]:
+        gw = _param_raw(B, B.multiply(gd, xhat), plan.wperm, plan, names[1])
+    if wants[0] or g_add is not None:
         u = gd if w is None else B.multiply(gd, _aligned_raw(B, w._data, plan.wperm, plan))
         dx = into(B, "add", into(B, "multiply", xhat, -_row_mean(B, u, xhat, plan)), u)
         if centered:
             dx = into(B, "subtract", dx, B.mean(u, axis=plan.axes, keepdims=True))
-        gx = Tensor._make(into(B, "multiply", dx, rstd), node.in_names[0], B)
+        dx = into(B, "multiply", dx, rstd)
+        if g_add is not None:
+            dx = into(B, "add", dx, g_add._data)
+        gx = Tensor._make(dx, names[0], B)
     if not centered:
         return gx, gw
-    return gx, gw, _param(g, plan.bperm, plan, node.in_names[2]) if wants[2] else None
+    return gx, gw, _param(g, plan.bperm, plan, names[2]) if wants[2] else None
 
 
 # ----------------------------------------------------------------------------- differentiable steps
@@ -235,9 +255,11 @@ def _param(t: Tensor, perm, plan: _Plan, names) -> Tensor:
     return with_names(t, names)
 
 
-def _grads(node, g: Tensor, x: Tensor, w: Optional[Tensor], centered: bool):
-    """The input's and the weight's gradients with tensor ops, the statistics recomputed from ``x``."""
+def _grads(node, g: Tensor, x: Tensor, w: Optional[Tensor], centered: bool, slots):
+    """The input's and the weight's gradients with tensor ops, the statistics recomputed from ``x``
+    (``slots``: :func:`_slots`)."""
     plan = node.params["plan"]
+    wants, names = slots
     axes = plan.axes
     xu = with_names(x, _names.unnamed(x.ndim))
     gu = with_names(g, _names.unnamed(g.ndim))
@@ -246,15 +268,21 @@ def _grads(node, g: Tensor, x: Tensor, w: Optional[Tensor], centered: bool):
     rstd = ((xu * xu).mean(axes, keepdim=True) + node.params["eps"]).rsqrt()
     xhat = xu * rstd
     gx = gw = None
-    if node.edges[1] is not None:
-        gw = _param(gu * xhat, plan.wperm, plan, node.in_names[1])
-    if node.edges[0] is not None:
+    if wants[1]:
+        gw = _param(gu * xhat, plan.wperm, plan, names[1])
+    if wants[0]:
         u = gu if w is None else gu * _aligned(w, plan.wperm, plan)
         inner = u - xhat * (u * xhat).mean(axes, keepdim=True)
         if centered:
             inner = inner - u.mean(axes, keepdim=True)
-        gx = with_names(inner * rstd, node.in_names[0])
+        gx = with_names(inner * rstd, names[0])
     return gx, gw
+
+
+def _bias_grad(node, g: Tensor, slots) -> Optional[Tensor]:
+    """layer_norm's bias's gradient with tensor ops (None unless wanted)."""
+    wants, names = slots
+    return _param(g, node.params["plan"].bperm, node.params["plan"], names[2]) if wants[2] else None
 
 
 # ----------------------------------------------------------------------------- layer_norm
@@ -285,13 +313,10 @@ class _LayerNorm(Op):
     @staticmethod
     def backward(node, g):
         x, w = node.saved_tensors()
+        slots = _slots(node)
         if not is_grad_enabled():
-            return _grads_raw(node, g, x, w, *node.stash, True)
-        plan = node.params["plan"]
-        gb = None
-        if node.edges[2] is not None:
-            gb = _param(g, plan.bperm, plan, node.in_names[2])
-        return (*_grads(node, g, x, w, True), gb)
+            return _grads_raw(node, g, x, w, *node.stash, True, slots)
+        return (*_grads(node, g, x, w, True, slots), _bias_grad(node, g, slots))
 
 
 def layer_norm(input: Tensor, normalized_shape: Union[int, Sequence[int], Hashable, None] = None,
@@ -338,9 +363,10 @@ class _RMSNorm(Op):
     @staticmethod
     def backward(node, g):
         x, w = node.saved_tensors()
+        slots = _slots(node, (0, 1))
         if not is_grad_enabled():
-            return _grads_raw(node, g, x, w, None, node.stash, False)
-        return _grads(node, g, x, w, False)
+            return _grads_raw(node, g, x, w, None, node.stash, False, slots)
+        return _grads(node, g, x, w, False, slots)
 
 
 def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int], Hashable, None] = None,
@@ -355,3 +381,78 @@ def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int], Hashable
     if eps is None:
         eps = _EPSILON[input.dtype]
     return apply(_RMSNorm, (input, weight), input._names, plan=plan, eps=float(eps))
+
+
+# ----------------------------------------------------------------------------- a residual add and its norm
+#
+# nt.compile joins ``h = x + r`` to the layer or RMS norm that reads ``h`` (compiler/passes.py,
+# ``fuse_residual_norms``): one node returning both ``h`` and ``norm(h)``, whose forward normalises each
+# row of the sum while it is in the cache and whose backward adds the gradient ``h`` gets from its other
+# readers (the residual stream) to the norm's input gradient in the same pass.  The name rule is the
+# add's and the norm's: the pass joins only an add of two operands with the output's names and shape, so
+# both outputs have those names.
+
+
+def _add_norm_forward(B, x, r, w, b, plan: _Plan, eps: float, rows, centered: bool):
+    """``((h, y), (mean, rstd))``: ``h = x + r`` and its norm (``mean`` None for RMS)."""
+    if _fused(B, x, plan) and B.row_major(r):
+        h, y, mu, rstd = row_hooks(B, rows).add_norm_rows(
+            x, r, plan.n, _row_raw(B, w, plan.wperm, plan), _row_raw(B, b, plan.bperm, plan), eps, centered)
+        return (h, y), (None if mu is None else B.reshape(mu, plan.keep), B.reshape(rstd, plan.keep))
+    h = B.add(x, r)
+    if centered:
+        y, stats = _LayerNorm.forward(B, h, w, b, plan=plan, eps=eps, rows=rows)
+        return (h, y), stats
+    y, rstd = _RMSNorm.forward(B, h, w, plan=plan, eps=eps, rows=rows)
+    return (h, y), (None, rstd)
+
+
+def _add_norm_backward(node, g_h: Tensor, g_y: Tensor, centered: bool) -> tuple:
+    """The gradients of x, r, the weight (and the bias): x and r both get ``g_h`` plus the norm's input
+    gradient."""
+    w, h, _ = node.saved_tensors()
+    wants, names = _slots(node, (0, 2, 3) if centered else (0, 2))
+    slots = ((True,) + wants[1:], names)
+    if not is_grad_enabled():
+        grads = _grads_raw(node, g_y, h, w, *node.stash, centered, slots, g_add=g_h)
+    else:
+        gx, gw = _grads(node, g_y, h, w, centered, slots)
+        grads = (gx + g_h, gw) + ((_bias_grad(node, g_y, slots),) if centered else ())
+    gx = grads[0]
+    return (gx if node.edges[0] is not None else None, gx if node.edges[1] is not None else None, *grads[1:])
+
+
+class _AddLayerNorm(Op):
+    name = "add+layer_norm"
+    saves = (2,)
+    saves_output = True
+    stashes = True
+    n_outputs = 2
+    row_kernels = True
+
+    @staticmethod
+    def forward(B, x, r, w, b, *, plan, eps, rows=None):
+        return _add_norm_forward(B, x, r, w, b, plan, eps, rows, True)
+
+    @staticmethod
+    def backward(node, g_h, g_y):
+        return _add_norm_backward(node, g_h, g_y, True)
+
+
+class _AddRMSNorm(_AddLayerNorm):
+    name = "add+rms_norm"
+
+    @staticmethod
+    def forward(B, x, r, w, *, plan, eps, rows=None):
+        return _add_norm_forward(B, x, r, w, None, plan, eps, rows, False)
+
+    @staticmethod
+    def backward(node, g_h, g_y):
+        return _add_norm_backward(node, g_h, g_y, False)
+
+
+# the Op classes, for graph rewrites (compiler/passes.py): the norm's own, and the one joining an add to it
+layer_norm.op = _LayerNorm  # type: ignore[attr-defined]
+layer_norm.after_add = _AddLayerNorm  # type: ignore[attr-defined]
+rms_norm.op = _RMSNorm  # type: ignore[attr-defined]
+rms_norm.after_add = _AddRMSNorm  # type: ignore[attr-defined]
