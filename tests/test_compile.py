@@ -36,13 +36,23 @@ def cuda_chains(fn, *args):
     leaves, tree = capture.flatten((args, {}))
     graph = capture.capture(fn, list(leaves), tree)
     kernels = lambda *a: ({"cupy": None}, {})  # stand-ins: only the chains are wanted
-    passes.fuse_elementwise(graph, api.fusible_on("cupy"), kernels, absorbs=api.absorbs)
+    passes.fuse_elementwise(graph, api.fusible_on("cupy"), kernels, absorbs=api.absorbs_on("cupy"))
     return [(n.op.chain, [v.dtype for v in n.args]) for n in graph.nodes if hasattr(n.op, "chain")]
 
 
 def program(cf):
     (prog,) = [p for p in cf.cache.values() if p is not None]
     return prog
+
+
+@pytest.fixture
+def split_calls(monkeypatch):
+    """``split_calls(n)``: every kernel call of the test is split among ``n`` threads of a new pool."""
+    monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)
+    monkeypatch.setattr(numpy_kernels, "_pool", None)
+    before = nt.get_num_threads()
+    yield nt.set_num_threads
+    nt.set_num_threads(before)
 
 
 def compiled_quietly(fn, *args, **kw):
@@ -612,42 +622,36 @@ def test_kernels_split_their_rows_among_threads(monkeypatch):
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-def test_a_broadcast_operands_gradient_is_summed_inside_the_backward_kernel(monkeypatch, threads):
+def test_a_broadcast_operands_gradient_is_summed_inside_the_backward_kernel(split_calls, threads):
     pytest.importorskip("numba")
-    monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)  # every call is split among the threads
-    monkeypatch.setattr(numpy_kernels, "_pool", None)
-    before = nt.get_num_threads()
-    nt.set_num_threads(threads)
-    try:
-        x = rnd(5, 7, 300, names=("a", "b", "c")).requires_grad_()
-        bias = rnd(300, names=("c",), seed=1).requires_grad_()  # broadcast along the rows
-        scale = rnd(5, 7, 1, names=("a", "b", "c"), seed=2).requires_grad_()  # one number per row
-        fn = lambda x, bias, scale: F.gelu(x * scale + bias)
-        cf = nt.compile(fn)
-        g = rnd(5, 7, 300, names=("a", "b", "c"), seed=3)
-        cf(x, bias, scale)
-        B = nt.backends.cpu()
-        shapes = []
-        empty, zeros = B.empty, B.zeros
-        monkeypatch.setattr(B, "empty", lambda shape, **kw: shapes.append(tuple(shape)) or empty(shape, **kw))
-        monkeypatch.setattr(B, "zeros", lambda shape, **kw: shapes.append(tuple(shape)) or zeros(shape, **kw))
+    split_calls(threads)
+    x = rnd(5, 7, 300, names=("a", "b", "c")).requires_grad_()
+    bias = rnd(300, names=("c",), seed=1).requires_grad_()  # broadcast along the rows
+    scale = rnd(5, 7, 1, names=("a", "b", "c"), seed=2).requires_grad_()  # one number per row
+    fn = lambda x, bias, scale: F.gelu(x * scale + bias)
+    cf = nt.compile(fn)
+    g = rnd(5, 7, 300, names=("a", "b", "c"), seed=3)
+    cf(x, bias, scale)
+    B = nt.backends.cpu()
+    shapes = []
+    empty, zeros = B.empty, B.zeros
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(B, "empty", lambda shape, **kw: shapes.append(tuple(shape)) or empty(shape, **kw))
+        mp.setattr(B, "zeros", lambda shape, **kw: shapes.append(tuple(shape)) or zeros(shape, **kw))
         got = nt.grad(cf(x, bias, scale), [x, bias, scale], g)
-        monkeypatch.undo()
-        # the forward's output and x's gradient are the only arrays of the output's size: the other two
-        # gradients are one float64 row per part of the work, added up after
-        assert shapes.count((5, 7, 300)) == 2
-        assert (threads, 1, 1, 300) in shapes and (threads, 5, 7, 1) in shapes
-        for a, e in zip(got, nt.grad(fn(x, bias, scale), [x, bias, scale], g)):
-            assert a.names == e.names and a.dtype == e.dtype
-            assert_close(a, e, rtol=1e-5, atol=1e-5)
-        # every operand broadcast: the kernel stores no gradient at the output's size
-        outer = lambda u, v: (u * v + 1.0).relu()
-        got = nt.grad(nt.compile(outer)(scale, bias), [scale, bias], g)
-        for a, e in zip(got, nt.grad(outer(scale, bias), [scale, bias], g)):
-            assert a.names == e.names
-            assert_close(a, e, rtol=1e-5, atol=1e-5)
-    finally:
-        nt.set_num_threads(before)
+    # the forward's output and x's gradient are the only arrays of the output's size: the other two
+    # gradients are one float64 row per part of the work, added up after
+    assert shapes.count((5, 7, 300)) == 2
+    assert (threads, 1, 1, 300) in shapes and (threads, 5, 7, 1) in shapes
+    for a, e in zip(got, nt.grad(fn(x, bias, scale), [x, bias, scale], g)):
+        assert a.names == e.names and a.dtype == e.dtype
+        assert_close(a, e, rtol=1e-5, atol=1e-5)
+    # every operand broadcast: the kernel stores no gradient at the output's size
+    outer = lambda u, v: (u * v + 1.0).relu()
+    got = nt.grad(nt.compile(outer)(scale, bias), [scale, bias], g)
+    for a, e in zip(got, nt.grad(outer(scale, bias), [scale, bias], g)):
+        assert a.names == e.names
+        assert_close(a, e, rtol=1e-5, atol=1e-5)
 
 
 def test_a_linear_layers_bias_joins_the_fused_chain_that_reads_it():
@@ -975,3 +979,64 @@ def test_a_joined_residual_norm_takes_operands_in_any_memory_layout():
         inputs = [x, r, w] + ([b] if norm == "layer" else [])
         for a, e in zip(nt.grad(got.sum(), inputs), nt.grad(want.sum(), inputs)):
             assert_close(a, e, rtol=1e-12, atol=1e-12)
+
+
+def _attention_weights(how: str):
+    """Scale + mask + softmax (or log-softmax) of scores, as attention written by hand has them."""
+    return lambda s, mask: getattr(s * 0.3 + mask, how)("key")
+
+
+@pytest.mark.parametrize("how", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_scale_mask_and_softmax_are_one_kernel_forward_and_backward(split_calls, how, dtype, threads):
+    pytest.importorskip("numba")
+    split_calls(threads)
+    s = rnd(2, 3, 6, 9, names=("batch", "head", "query", "key"), dtype=dtype).requires_grad_()
+    # a causal mask (-inf above the diagonal) for softmax; log-softmax gets a finite one (-inf would be
+    # its output)
+    above = np.triu(np.ones((6, 9), dtype=bool), 1)
+    mask = nt.tensor(np.where(above, -np.inf if how == "softmax" else -30.0, 0.0).astype(dtype),
+                     names=("query", "key"))
+    fn = _attention_weights(how)
+    cf, got = compiled_quietly(fn, s, mask)
+    assert [n.op.name for n in program(cf).graph.nodes] == [f"fused[mul+add+{how}]"]
+    want = fn(s, mask)
+    tol = 1e-12 if dtype == "float64" else 2e-6
+    assert got.names == want.names and got.dtype == want.dtype
+    assert_close(got, want, rtol=tol, atol=tol)
+    g = rnd(2, 3, 6, 9, names=("batch", "head", "query", "key"), seed=1, dtype=dtype)
+    (a,), (e,) = nt.grad(got, [s], g), nt.grad(want, [s], g)
+    assert a.names == e.names
+    assert_close(a, e, rtol=tol, atol=tol)
+    if dtype == "float64":
+        assert gradcheck(cf, s, mask)
+        assert gradgradcheck(cf, s, mask)
+
+
+def test_a_softmax_kernel_gives_nan_and_masked_rows_as_numpy_does():
+    pytest.importorskip("numba")
+    a = np.random.default_rng(0).standard_normal((4, 5))
+    a[1, 2] = np.nan  # a NaN row stays NaN
+    a[2] = -np.inf  # a row with nothing to attend: NaN, as exp(-inf - -inf)
+    a[3, 1] = np.inf
+    x = nt.tensor(a, names=("query", "key"))
+    for how in ("softmax", "log_softmax"):
+        fn = lambda x: getattr(x * 1.0 + 0.0, how)("key")
+        cf, got = compiled_quietly(fn, x)
+        assert [n.op.name for n in program(cf).graph.nodes] == [f"fused[mul+add+{how}]"]
+        with np.errstate(invalid="ignore"):
+            want = fn(x)
+        assert_close(got, want, rtol=1e-12, atol=1e-12)  # NaNs where NumPy has them
+
+
+def test_a_softmax_along_another_dim_or_on_the_gpu_stays_its_own_op():
+    pytest.importorskip("numba")
+    s = rnd(3, 6, 9, names=("head", "query", "key"))
+    fn = lambda s: (s * 0.3).softmax("query")
+    cf, got = compiled_quietly(fn, s)
+    assert [n.op.name for n in program(cf).graph.nodes] == ["mul", "softmax"]
+    assert_close(got, fn(s), rtol=1e-6, atol=1e-6)
+    # the CUDA code generator has no softmax end: there the chain and the softmax stay two kernels
+    ((chain, _),) = cuda_chains(_attention_weights("softmax"), s, rnd(6, 9, names=("query", "key"), seed=1))
+    assert chain.label() == "mul+add"

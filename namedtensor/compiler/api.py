@@ -52,11 +52,18 @@ def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
     return fusible
 
 
-def absorbs(n: Node) -> bool:
-    """A sum or mean of a float tensor, which a kernel computes at a chain's end."""
-    x = n.args[0] if n.args else None
-    return (isinstance(x, Value) and x.dtype in formulas.FLOATS and n.outputs[0].dtype == x.dtype
-            and formulas.reduces(n.op, n.params, len(x.shape)))
+def absorbs_on(backend: str) -> Callable[[Node], bool]:
+    """Which nodes end a chain's kernel on ``backend``: a sum or mean of a float tensor over any dims, and
+    on the CPU a softmax or log-softmax along its last dim too (scale + mask + softmax in one pass)."""
+
+    def absorbs(n: Node) -> bool:
+        x = n.args[0] if n.args else None
+        if not (isinstance(x, Value) and x.dtype in formulas.FLOATS and n.outputs[0].dtype == x.dtype):
+            return False
+        return formulas.reduces(n.op, n.params, len(x.shape)) or (
+            backend == "numpy" and formulas.softmaxes_last(n.op, n.params, len(x.shape)))
+
+    return absorbs
 
 
 def kernels_on(backend: str) -> Callable:
@@ -175,7 +182,7 @@ class CompiledFunction:
         cpu_kernels = fusible is not None and backend == "numpy"
         report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(
             g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
-            absorbs=absorbs), rows=_row_kernels() if cpu_kernels else None,
+            absorbs=absorbs_on(backend)), rows=_row_kernels() if cpu_kernels else None,
             split=None if fusible is None else lambda g: split_biases(g, fusible, add.op),
             residual=lambda g: fuse_residual_norms(g, add.op, _AFTER_ADD))
         program = self.cache[key] = build(graph, report)

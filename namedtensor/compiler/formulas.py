@@ -23,8 +23,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..ops.fusion import Chain
 from .ir import Value
 
-__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "POW_EXPONENTS", "REDUCTIONS", "reduced_axes",
-           "reduces", "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "POW_EXPONENTS", "REDUCTIONS", "SOFTMAXES",
+           "reduced_axes", "reduces", "softmaxes_last", "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
 Statement = Tuple[str, str, str]  # (variable, dtype, expression)
@@ -225,6 +225,9 @@ _PARAM_CONSTANTS = {"_Clip": (("min", "LO"), ("max", "HI"))}
 
 #: the reductions a kernel computes at the end of a chain (over any dims), by Op class name
 REDUCTIONS = {"_Sum": "sum", "_Mean": "mean"}
+#: the normalisations a CPU kernel computes at the end of a chain, along the last dim (scale + mask +
+#: softmax), by Op class name
+SOFTMAXES = {"_Softmax": "softmax", "_LogSoftmax": "log_softmax"}
 _REDUCTION_MODULE = "namedtensor.ops.reductions"
 
 
@@ -240,15 +243,25 @@ def reduces(op: type, params: Dict[str, Any], ndim: int) -> bool:
     return bool(reduced_axes(params.get("axes"), ndim))
 
 
+def softmaxes_last(op: type, params: Dict[str, Any], ndim: int) -> bool:
+    """Whether ``op`` with ``params`` is a softmax or log-softmax along the last dim of an ``ndim``-dim
+    input."""
+    if op.__name__ not in SOFTMAXES or op.__module__ != _REDUCTION_MODULE or ndim == 0:
+        return False
+    return params["axis"] % ndim == ndim - 1
+
+
 def split_reduction(chain: Chain) -> Tuple[Chain, Optional[str], Optional[Tuple[int, ...]]]:
-    """``(elementwise part, "sum"/"mean" or None, the reduction's axes param)`` of a chain that may end in
-    a reduction (passes.fuse_elementwise puts one only last, reading the member before it); the axes
-    (None: all) are normalised by :func:`reduced_axes` against the chain's shape."""
+    """``(elementwise part, the end's kind or None, its axes param)`` of a chain that may end in a
+    reduction ("sum", "mean": the axes, None for all, are normalised by :func:`reduced_axes` against the
+    chain's shape) or a normalisation along the last dim ("softmax", "log_softmax": its axis);
+    passes.fuse_elementwise puts one only last, reading the member before it."""
     last = chain.members[-1]
-    kind = REDUCTIONS.get(last.op.__name__) if last.op.__module__ == _REDUCTION_MODULE else None
+    name = last.op.__name__
+    kind = (REDUCTIONS.get(name) or SOFTMAXES.get(name)) if last.op.__module__ == _REDUCTION_MODULE else None
     if kind is None:
         return chain, None, None
-    axes = last.params.get("axes")
+    axes = (last.params["axis"],) if name in SOFTMAXES else last.params.get("axes")
     return Chain(chain.members[:-1], (len(chain.members) - 2,)), kind, None if axes is None else tuple(axes)
 
 

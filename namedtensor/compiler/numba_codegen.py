@@ -14,6 +14,9 @@ more), larger ones are split among
 ``nt.get_num_threads()`` threads of the NumPy backend's pool (Numba's own parallel loops would double
 the compile time).
 
+A chain may end in a sum or mean over any dims, or in a softmax or log-softmax along its last dim (one
+task per row): the chain's values are then never stored.
+
 Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, expm1, tanh, erf, log and
 log1p come from backends/numba_math.py): a call of the C library's sin per element is several times
 slower than NumPy's vectorized loops, so graphs leave such ops unfused.
@@ -304,6 +307,86 @@ def _reducing_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[
     return kernel
 
 
+def _softmax_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str, dtype: str,
+                    ndim: int, log: bool, grad: bool) -> str:
+    """``kernel(first, last, *input arrays, [g,] out)``: for the rows ``first`` to ``last`` of the output
+    (the flat index over the dims before the last), ``result`` along the row written into ``out``, then its
+    softmax (``log``: log-softmax) over the row in place, in the row's dtype as NumPy computes it: shifted
+    by the row's max (a NaN wins), ``e / sum(e)`` or ``z - log(sum(exp(z)))``.  With ``grad`` the kernel
+    takes the output's gradient ``g`` (row-major, the output's shape) and writes the gradient of
+    ``result`` instead: ``y (g - sum(g y))``, or ``g - exp(y) sum(g)`` for log-softmax."""
+    lead = [f"i{d}" for d in range(ndim - 1)]
+    typed = (lambda text: f"float32({text})") if dtype == "float32" else (lambda text: f"float64({text})")
+    exp, log_ = ("exp32", "log32") if dtype == "float32" else ("exp", "log")
+    body = [f"    cols = a_out.shape[{ndim - 1}]", "    for task in range(first, last):", "        r = task"]
+    for d in range(ndim - 2, -1, -1):
+        body += [f"        i{d} = r % a_out.shape[{d}]", f"        r //= a_out.shape[{d}]"]
+    body += _slices("        ", ins + (["g"] if grad else []), list(ones) + ([(False,) * ndim] if grad else []), lead, ":")
+    body.append(f"        s_out = a_out[{', '.join(lead + [':'])}]")
+    body += [f"        top = {typed('-np.inf')}", "        nan = False"]
+    body += _per_element("        ", ins, ones, lines, "cols")
+    # NumPy's max: a NaN wins (a flag beside max() keeps the loop vectorized, a select would not)
+    body += [f"            v = {result}", "            s_out[c] = v", "            top = max(top, v)",
+             "            nan |= v != v", "        if nan:", f"            top = {typed('np.nan')}"]
+    body += [f"        total = {typed('0.0')}", "        for c in range(cols):",
+             f"            e = {exp}(s_out[c] - top)", *([] if log else ["            s_out[c] = e"]),
+             "            total += e"]
+    if log:
+        body += [f"        shift = top + {log_}(total)", "        for c in range(cols):",
+                 "            s_out[c] = s_out[c] - shift"]
+        if grad:  # g - exp(y) sum(g)
+            body += [f"        sg = {typed('0.0')}", "        for c in range(cols):", "            sg += s_g[c]",
+                     "        for c in range(cols):", f"            s_out[c] = s_g[c] - {exp}(s_out[c]) * sg"]
+    else:
+        body += ["        for c in range(cols):", "            s_out[c] = s_out[c] / total"]
+        if grad:  # y (g - sum(g y))
+            body += [f"        dot = {typed('0.0')}", "        for c in range(cols):", "            dot += s_g[c] * s_out[c]",
+                     "        for c in range(cols):", "            s_out[c] = s_out[c] * (s_g[c] - dot)"]
+    args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + (["a_g"] if grad else []) + ["a_out"])
+    # the row's sums vectorize only if they may be reassociated, as the reduction kernels' sums
+    return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy', fastmath={'reassoc'})",
+                              f"def kernel({args}):", *body, ""])
+
+
+def _softmax_runner(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value], grad: bool) -> Callable:
+    """``run(B, arrays) -> array`` of a chain that ends in a softmax or log-softmax along the last dim
+    (:func:`_softmax_source`; with ``grad`` the arrays end with the output's gradient): one pass over the
+    inputs per row, the rows shared among threads for enough work."""
+    part, kind, _ = formulas.split_reduction(chain)
+    lines, (result,) = formulas.forward(part, [v.dtype for v in inputs])
+    shape = tuple(outputs[0].shape)
+    dtype = outputs[0].dtype
+    kernel = _load(_softmax_source([f"x{n}" for n in range(len(inputs))], [ones_of(v.shape, len(shape)) for v in inputs],
+                                   lines, result, dtype, len(shape), kind == "log_softmax", grad)).kernel
+    rows = math.prod(shape[:-1])
+    big = math.prod(shape) * (formulas.work(part) + 20) >= _PARALLEL_FROM  # + the exponential's 20
+    native = _dtypes.as_dtype(dtype)
+
+    def run(B, arrays):
+        out = B.empty(shape, dtype=B.native(native))
+        split(min(get_num_threads(), rows) if big else 1, rows, kernel, *_operands(B, arrays, shape), out)
+        return out
+
+    return run
+
+
+def _softmax_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
+    """The backward kernel of a chain that ends in a softmax: the row recomputed from the inputs (nothing
+    but them is saved) gives the gradient of the elementwise part's result, whose backward kernel then
+    gives the inputs'."""
+    part = formulas.split_reduction(chain)[0]
+    out = outputs[0]
+    inner = backward_kernel(part, inputs, [Value(-1, out.names, out.shape, out.dtype, "op")])
+    if inner is None:
+        return None
+    gradient = _softmax_runner(chain, inputs, outputs, grad=True)
+
+    def kernel(B, arrays, out_grads):
+        return inner(B, arrays, [gradient(B, [*arrays, out_grads[0]])])
+
+    return kernel
+
+
 def tasks(shape) -> int:
     """How many tasks (chunks of rows) a kernel's loop has for an output of ``shape`` (at least 1-D)."""
     return math.prod(shape[:-1]) * -(-shape[-1] // _CHUNK)
@@ -377,7 +460,11 @@ def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
     for a chain whose kernel would be slower than NumPy's loops (see formulas.ARITHMETIC)."""
     if not vectorizes(chain, inputs) or not numba_available():
         return None
-    if formulas.split_reduction(chain)[1] is not None:
+    kind = formulas.split_reduction(chain)[1]
+    if kind in formulas.SOFTMAXES.values():
+        run = _softmax_runner(chain, inputs, outputs, grad=False)
+        return lambda B, arrays: (run(B, arrays),)
+    if kind is not None:
         return _reducing_kernel(chain, inputs, outputs)
     in_dtypes = [v.dtype for v in inputs]
     lines, results = formulas.forward(chain, in_dtypes)
@@ -395,7 +482,10 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
     ``grad_shape``: the output gradients' shape where they broadcast (by default the outputs')."""
     if not vectorizes(chain, inputs) or not numba_available():
         return None
-    if formulas.split_reduction(chain)[1] is not None:
+    kind = formulas.split_reduction(chain)[1]
+    if kind in formulas.SOFTMAXES.values():
+        return _softmax_backward(chain, inputs, outputs)
+    if kind is not None:
         return _reducing_backward(chain, inputs, outputs)
     in_dtypes = [v.dtype for v in inputs]
     lines, grads = formulas.backward(chain, in_dtypes)

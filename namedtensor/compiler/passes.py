@@ -183,7 +183,7 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
     each element of the run's shape where only the run reads it, and stays a node of its own, before
     the fused one, where a later node reads it too (its values must keep their shape).  A run whose
     only result is its last value, read by nothing but the next node, takes that node in too when
-    ``absorbs`` it (a sum or mean): the intermediate is then never stored.
+    ``absorbs`` it (a sum or mean, a softmax along the last dim): the intermediate is then never stored.
     Returns the number of groups made."""
     readers: Dict[int, int] = {}
     counts: Dict[int, int] = {}
