@@ -5,6 +5,9 @@ are medians in ms, ratios medians of per-round ratios):
 
 * ``loop``: PyTorch's TorchScript example ``for _ in range(10): x = x * x`` on float32 vectors of
   several sizes: NumPy, namedtensor eager, namedtensor compiled (one fused kernel), PyTorch eager.
+* ``softmax``: scale + mask + softmax of attention scores written by hand (``(s * 0.17 + mask).softmax``
+  over the keys; batch 16, 8 heads, 128 queries and keys, a causal mask), forward and forward plus
+  backward: namedtensor eager, compiled (one kernel each way), PyTorch eager.
 * ``step``: one training step (forward, backward, AdamW) of bench/train_step.py's block (batch 16, seq
   128, model 256, 8 heads, MLP 1024): eager (``AdamW()``), the block compiled with ``AdamW(fused=True)``,
   PyTorch eager with ``AdamW(fused=True)`` (its fastest CPU update), and JAX with the whole step (loss,
@@ -15,10 +18,12 @@ are medians in ms, ratios medians of per-round ratios):
   with ``nt.retain_freed_memory(False)``.
 * ``compile``: the compiled block's first call minus a later one (tracing, passes, kernel generation and
   Numba's compilation), in a new process with an empty kernel cache and in a second process that finds
-  the cache (``NAMEDTENSOR_CACHE_DIR``); and the same for JAX's jitted step (XLA compiles in memory).
+  the cache (``NAMEDTENSOR_CACHE_DIR``), with the part of it that is Numba's own start there (importing
+  Numba and loading a first cached kernel, in a process of its own); and the same for JAX's jitted step
+  (XLA compiles in memory).
 
     pip install torch==2.13.0 numba jax      # the PyTorch and JAX columns; the fused CPU kernels
-    python bench/compile.py [--threads 1] [--rounds 15] [--part loop|step|compile]
+    python bench/compile.py [--threads 1] [--rounds 15] [--part loop|softmax|step|compile]
 
 A library that is not installed has no column.  JAX runs on as many threads as the others (XLA's
 Eigen thread pool off for one thread).  OpenBLAS tuning variables that this workplace sets for old
@@ -48,9 +53,9 @@ def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--part", choices=("loop", "step", "compile", "all"), default="all")
+    p.add_argument("--part", choices=("loop", "softmax", "step", "compile", "all"), default="all")
     p.add_argument("--child", choices=("memory eager", "memory compiled", "memory torch", "memory jax", "compile time",
-                                       "jax compile time", "alone eager", "alone compiled", "alone compiled unretained"),
+                                       "numba start", "jax compile time", "alone eager", "alone compiled", "alone compiled unretained"),
                    help=argparse.SUPPRESS)
     return p.parse_args()
 
@@ -137,6 +142,52 @@ def loop_table() -> None:
         torch_s = f"{med['torch']:.3f}" if "torch" in med else "-"
         print(f"| {n} | {med['numpy']:.3f} | {med['eager']:.3f} | {med['compiled']:.3f} | {torch_s} | "
               f"{ratio(times, 'eager', 'compiled'):.2f}x | {ratio(times, 'numpy', 'compiled'):.2f}x |")
+
+
+# ----------------------------------------------------------------------------- scale + mask + softmax
+
+
+def attention_weights(s, mask):
+    return (s * 0.17 + mask).softmax(-1)
+
+
+def softmax_table() -> None:
+    print(f"\nscale + mask + softmax of scores (16, 8, 128, 128) float32 over the keys, {ARGS.threads} thread(s), ms")
+    print("| pass | eager | compiled | PyTorch eager | eager / compiled |")
+    print("|---|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((16, 8, 128, 128), dtype=np.float32)
+    m = np.triu(np.full((128, 128), -np.inf, np.float32), 1)  # causal
+    g_np = rng.standard_normal(a.shape, dtype=np.float32)
+    names = ("batch", "head", "query", "key")
+    s = nt.tensor(a, names=names).requires_grad_()
+    mask, g = nt.tensor(m, names=("query", "key")), nt.tensor(g_np, names=names)
+    compiled = nt.compile(attention_weights)
+    np.testing.assert_allclose(compiled(s, mask).detach().numpy(), attention_weights(s, mask).detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+    def forward(fn, no_grad, x, mask, g):
+        def run():
+            with no_grad():
+                fn(x, mask)
+        return run
+
+    def both(fn, grad, x, mask, g):
+        return lambda: grad(fn(x, mask), [x], g)
+
+    if torch is not None:
+        ts, tm, tg = torch.from_numpy(a).requires_grad_(), torch.from_numpy(m), torch.from_numpy(g_np)
+    for label, make in (("forward", forward), ("forward + backward", both)):
+        way = nt.no_grad if make is forward else nt.grad
+        fns = {"eager": make(attention_weights, way, s, mask, g), "compiled": make(compiled, way, s, mask, g)}
+        if torch is not None:
+            fns["torch"] = make(attention_weights, torch.no_grad if make is forward else torch.autograd.grad,
+                                ts, tm, tg)
+        times = interleaved(fns, ARGS.rounds * 2)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        torch_s = f"{med['torch']:.2f}" if "torch" in med else "-"
+        print(f"| {label} | {med['eager']:.2f} | {med['compiled']:.2f} | {torch_s} | "
+              f"{ratio(times, 'eager', 'compiled'):.2f}x |")
 
 
 # ----------------------------------------------------------------------------- the training step
@@ -322,6 +373,17 @@ def compile_time_child() -> None:
     print(f"{first - min(later):.3f}")
 
 
+def numba_start_child() -> None:
+    """Importing Numba and running a first kernel that its cache holds: what a warm process pays before
+    any of the compiler's own work."""
+    t0 = time.perf_counter()
+    from namedtensor.backends import numba_kernels
+
+    d = np.zeros((1, 1, 1), np.float32)
+    numba_kernels.softmax_columns_backward(d, d, d)
+    print(f"{time.perf_counter() - t0:.3f}")
+
+
 def jax_compile_time_child() -> None:
     step = jax_step_fn(step_args())
     t0 = time.perf_counter()
@@ -346,11 +408,13 @@ def compile_table() -> None:
         env = dict(os.environ, NAMEDTENSOR_CACHE_DIR=cache)
         cold = _child_number("compile time", env)
         warm = _child_number("compile time", env)
+        numba_start = _child_number("numba start", env)
     print(f"\ncompiling the block (first call minus a later one, forward and backward), {ARGS.threads} thread(s)")
     print("| process | compile time (s) |")
     print("|---|---|")
     print(f"| new, empty kernel cache | {cold:.2f} |")
     print(f"| second, kernel cache on disk | {warm:.2f} |")
+    print(f"| Numba's own start in such a process (import, a first cached kernel) | {numba_start:.2f} |")
     if jax is not None:
         print(f"| JAX `jit` of the whole step, new process | {_child_number('jax compile time'):.2f} |")
 
@@ -358,6 +422,9 @@ def compile_table() -> None:
 def main() -> None:
     if ARGS.child == "compile time":
         compile_time_child()
+        return
+    if ARGS.child == "numba start":
+        numba_start_child()
         return
     if ARGS.child == "jax compile time":
         jax_compile_time_child()
@@ -372,10 +439,12 @@ def main() -> None:
         print("PyTorch is not installed (pip install torch==2.13.0): no PyTorch column.")
     if jax is None:
         print("JAX is not installed (pip install jax): no JAX column.")
-    parts = ("loop", "step", "compile") if ARGS.part == "all" else (ARGS.part,)
+    parts = ("loop", "softmax", "step", "compile") if ARGS.part == "all" else (ARGS.part,)
     nt.set_num_threads(ARGS.threads)
     if "loop" in parts:
         loop_table()
+    if "softmax" in parts:
+        softmax_table()
     if "step" in parts:
         step_table()
     if "compile" in parts:

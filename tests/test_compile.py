@@ -1040,3 +1040,15 @@ def test_a_softmax_along_another_dim_or_on_the_gpu_stays_its_own_op():
     # the CUDA code generator has no softmax end: there the chain and the softmax stay two kernels
     ((chain, _),) = cuda_chains(_attention_weights("softmax"), s, rnd(6, 9, names=("query", "key"), seed=1))
     assert chain.label() == "mul+add"
+
+
+def test_a_softmax_chain_saves_its_output_as_the_eager_softmax_does():
+    pytest.importorskip("numba")
+    s = rnd(4, 6, names=("query", "key"), dtype="float64").requires_grad_()
+    mask = rnd(4, 6, names=("query", "key"), seed=1, dtype="float64")
+    cf, got = compiled_quietly(_attention_weights("softmax"), s, mask)
+    (node,) = program(cf).graph.nodes
+    assert node.op.saves_output and node.op.saves == (0, 1)
+    got.mul_(2.0)  # the backward reads the output: an edit of it is caught, as eagerly
+    with pytest.raises(RuntimeError, match="modified in place"):
+        nt.grad(got.sum(), [s])

@@ -65,8 +65,10 @@ def _pow2(n):
 @njit(inline="always", cache=True)
 def exp(x):
     x = float(x)
-    # the range reduction of a NaN or a far-out x is undefined: clamp it, and select the answer at the end
-    c = min(max(x, -746.0), 710.0)
+    # the range reduction of a NaN or a far-out x is undefined: clamp it, and select the answer at the end;
+    # an x whose answer is 0 (a masked score's -inf) computes exp(0), not a subnormal: subnormal arithmetic
+    # takes the slow path of the floating-point unit
+    c = 0.0 if x < -745.1332191019412 else min(max(x, -746.0), 710.0)
     n = int(c * _LOG2E + (0.5 if c >= 0 else -0.5))
     r = (c - n * _LN2_HI) - n * _LN2_LO
     p = 1.0 / 6227020800.0
@@ -109,7 +111,7 @@ def _pow2_32(n):
 @njit(inline="always", cache=True)
 def exp32(x):
     x = float32(x)
-    c = min(max(x, float32(-104.0)), float32(89.0))
+    c = float32(0.0) if x < float32(-103.97208404541015625) else min(max(x, float32(-104.0)), float32(89.0))
     # int32, not int: AVX2 has no eight-lane conversion of floats to int64
     n = int32(c * float32(_LOG2E) + (float32(0.5) if c >= float32(0.0) else float32(-0.5)))
     fn = float32(n)

@@ -308,20 +308,18 @@ def _reducing_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[
 
 
 def _softmax_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str, dtype: str,
-                    ndim: int, log: bool, grad: bool) -> str:
-    """``kernel(first, last, *input arrays, [g,] out)``: for the rows ``first`` to ``last`` of the output
-    (the flat index over the dims before the last), ``result`` along the row written into ``out``, then its
+                    ndim: int, log: bool) -> str:
+    """``kernel(first, last, *input arrays, out)``: for the rows ``first`` to ``last`` of the output (the
+    flat index over the dims before the last), ``result`` along the row written into ``out``, then its
     softmax (``log``: log-softmax) over the row in place, in the row's dtype as NumPy computes it: shifted
-    by the row's max (a NaN wins), ``e / sum(e)`` or ``z - log(sum(exp(z)))``.  With ``grad`` the kernel
-    takes the output's gradient ``g`` (row-major, the output's shape) and writes the gradient of
-    ``result`` instead: ``y (g - sum(g y))``, or ``g - exp(y) sum(g)`` for log-softmax."""
+    by the row's max (a NaN wins), ``e / sum(e)`` or ``z - log(sum(exp(z)))``."""
     lead = [f"i{d}" for d in range(ndim - 1)]
     typed = (lambda text: f"float32({text})") if dtype == "float32" else (lambda text: f"float64({text})")
     exp, log_ = ("exp32", "log32") if dtype == "float32" else ("exp", "log")
     body = [f"    cols = a_out.shape[{ndim - 1}]", "    for task in range(first, last):", "        r = task"]
     for d in range(ndim - 2, -1, -1):
         body += [f"        i{d} = r % a_out.shape[{d}]", f"        r //= a_out.shape[{d}]"]
-    body += _slices("        ", ins + (["g"] if grad else []), list(ones) + ([(False,) * ndim] if grad else []), lead, ":")
+    body += _slices("        ", ins, ones, lead, ":")
     body.append(f"        s_out = a_out[{', '.join(lead + [':'])}]")
     body += [f"        top = {typed('-np.inf')}", "        nan = False"]
     body += _per_element("        ", ins, ones, lines, "cols")
@@ -334,30 +332,24 @@ def _softmax_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.S
     if log:
         body += [f"        shift = top + {log_}(total)", "        for c in range(cols):",
                  "            s_out[c] = s_out[c] - shift"]
-        if grad:  # g - exp(y) sum(g)
-            body += [f"        sg = {typed('0.0')}", "        for c in range(cols):", "            sg += s_g[c]",
-                     "        for c in range(cols):", f"            s_out[c] = s_g[c] - {exp}(s_out[c]) * sg"]
     else:
         body += ["        for c in range(cols):", "            s_out[c] = s_out[c] / total"]
-        if grad:  # y (g - sum(g y))
-            body += [f"        dot = {typed('0.0')}", "        for c in range(cols):", "            dot += s_g[c] * s_out[c]",
-                     "        for c in range(cols):", "            s_out[c] = s_out[c] * (s_g[c] - dot)"]
-    args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + (["a_g"] if grad else []) + ["a_out"])
-    # the row's sums vectorize only if they may be reassociated, as the reduction kernels' sums
+    args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_out"])
+    # the row's sum vectorizes only if it may be reassociated, as the reduction kernels' sums
     return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy', fastmath={'reassoc'})",
                               f"def kernel({args}):", *body, ""])
 
 
-def _softmax_runner(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value], grad: bool) -> Callable:
-    """``run(B, arrays) -> array`` of a chain that ends in a softmax or log-softmax along the last dim
-    (:func:`_softmax_source`; with ``grad`` the arrays end with the output's gradient): one pass over the
-    inputs per row, the rows shared among threads for enough work."""
+def _softmax_forward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Callable:
+    """The forward kernel of a chain that ends in a softmax or log-softmax along the last dim
+    (:func:`_softmax_source`): one pass over the inputs per row, the rows shared among threads for enough
+    work."""
     part, kind, _ = formulas.split_reduction(chain)
     lines, (result,) = formulas.forward(part, [v.dtype for v in inputs])
     shape = tuple(outputs[0].shape)
     dtype = outputs[0].dtype
     kernel = _load(_softmax_source([f"x{n}" for n in range(len(inputs))], [ones_of(v.shape, len(shape)) for v in inputs],
-                                   lines, result, dtype, len(shape), kind == "log_softmax", grad)).kernel
+                                   lines, result, dtype, len(shape), kind == "log_softmax")).kernel
     rows = math.prod(shape[:-1])
     big = math.prod(shape) * (formulas.work(part) + 20) >= _PARALLEL_FROM  # + the exponential's 20
     native = _dtypes.as_dtype(dtype)
@@ -365,24 +357,29 @@ def _softmax_runner(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
     def run(B, arrays):
         out = B.empty(shape, dtype=B.native(native))
         split(min(get_num_threads(), rows) if big else 1, rows, kernel, *_operands(B, arrays, shape), out)
-        return out
+        return (out,)
 
     return run
 
 
 def _softmax_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
-    """The backward kernel of a chain that ends in a softmax: the row recomputed from the inputs (nothing
-    but them is saved) gives the gradient of the elementwise part's result, whose backward kernel then
-    gives the inputs'."""
-    part = formulas.split_reduction(chain)[0]
+    """The backward kernel of a chain that ends in a softmax, from the inputs and the saved output ``y``
+    (the fused op saves it, as the eager softmax does): the elementwise part's backward kernel with the
+    gradient of its result computed per element, ``y (g - d)`` (log-softmax: ``g - exp(y) d``) from the
+    output's gradient ``g`` and its row's ``d = sum(g y)`` (``sum(g)``), one number per row."""
+    part, kind, _ = formulas.split_reduction(chain)
     out = outputs[0]
-    inner = backward_kernel(part, inputs, [Value(-1, out.names, out.shape, out.dtype, "op")])
+    ndim = len(out.shape)
+    whole, row = (False,) * ndim, (False,) * (ndim - 1) + (True,)
+    seed = ("go0", out.dtype, "y * (g - d)" if kind == "softmax" else "g - exp(y) * d")
+    inner = backward_kernel(part, inputs, [out], seed=(["y", "g", "d"], [whole, whole, row], seed))
     if inner is None:
         return None
-    gradient = _softmax_runner(chain, inputs, outputs, grad=True)
 
     def kernel(B, arrays, out_grads):
-        return inner(B, arrays, [gradient(B, [*arrays, out_grads[0]])])
+        y, g = arrays[-1], out_grads[0]
+        d = B.rowdot(g, y) if kind == "softmax" else B.sum(g, axis=-1, keepdims=True)
+        return inner(B, arrays[:-1], [y, g, d])
 
     return kernel
 
@@ -462,8 +459,7 @@ def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
         return None
     kind = formulas.split_reduction(chain)[1]
     if kind in formulas.SOFTMAXES.values():
-        run = _softmax_runner(chain, inputs, outputs, grad=False)
-        return lambda B, arrays: (run(B, arrays),)
+        return _softmax_forward(chain, inputs, outputs)
     if kind is not None:
         return _reducing_kernel(chain, inputs, outputs)
     in_dtypes = [v.dtype for v in inputs]
@@ -476,10 +472,13 @@ def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
 
 
 def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value],
-                    grad_shape: Optional[Sequence[int]] = None) -> Optional[Callable]:
+                    grad_shape: Optional[Sequence[int]] = None,
+                    seed: Optional[Tuple[List[str], List[Ones], formulas.Statement]] = None) -> Optional[Callable]:
     """``kernel(B, input arrays, output gradients) -> one gradient per input`` (at the outputs' shape;
     None for an input without one) on the NumPy backend, or None as for :func:`forward_kernel`.
-    ``grad_shape``: the output gradients' shape where they broadcast (by default the outputs')."""
+    ``grad_shape``: the output gradients' shape where they broadcast (by default the outputs').  ``seed``:
+    the output's gradient ``go0`` computed per element by a statement from arrays of its own (their names
+    and broadcasts), which the kernel then takes in the output gradients' place."""
     if not vectorizes(chain, inputs) or not numba_available():
         return None
     kind = formulas.split_reduction(chain)[1]
@@ -495,8 +494,15 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
     shape = tuple(outputs[0].shape)
     ndim = max(len(shape), 1)
     full = shape or (1,)
-    ins = [f"x{k}" for k in range(len(inputs))] + [f"go{k}" for k in range(len(outputs))]
-    ones = [ones_of(v.shape, ndim) for v in inputs] + [ones_of(grad_shape or shape, ndim)] * len(outputs)
+    ins = [f"x{k}" for k in range(len(inputs))]
+    ones = [ones_of(v.shape, ndim) for v in inputs]
+    if seed is None:
+        ins += [f"go{k}" for k in range(len(outputs))]
+        ones += [ones_of(grad_shape or shape, ndim)] * len(outputs)
+    else:
+        ins += seed[0]
+        ones += seed[1]
+        lines = [seed[2], *lines]
     # a broadcast input's gradient is summed in the kernel, never stored at the output's shape
     summed = [k for k in wanted if any(o and n > 1 for o, n in zip(ones[k], full))]
     whole = [k for k in wanted if k not in summed]

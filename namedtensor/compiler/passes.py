@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional
 from ..autograd.graph import apply
 from ..autograd.mode import no_grad
 from ..ops.fusion import Chain, Member, fused
-from .formulas import COMPOSITE, broadcast_shape
+from .formulas import COMPOSITE, SOFTMAXES, broadcast_shape, split_reduction
 from .ir import ArrayOf, Graph, Node, Value, map_leaves
 
 __all__ = ["eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants", "split_biases",
@@ -314,7 +314,7 @@ def _fused_node(run: List[Node], end: int, readers: Dict[int, int], returned: se
     forward, backward = kernels_for(chain, inputs, outputs)
     if not forward:
         return None
-    op = fused(chain, forward, backward)
+    op = fused(chain, forward, backward, saves_output=split_reduction(chain)[1] in SOFTMAXES.values())
     names = outputs[0].names if len(outputs) == 1 else tuple(v.names for v in outputs)
     node = Node(op, tuple(inputs), {}, tuple(outputs), names)
     for v in outputs:

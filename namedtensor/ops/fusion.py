@@ -7,7 +7,8 @@ the whole chain for the graph's backend (see ``namedtensor/compiler/formulas.py`
 members' values in their dtypes: the name rule of the fused op is that its outputs carry the names the
 members gave them.
 
-The backward recomputes instead of storing: the node saves only the chain's inputs.  Where the compiler
+The backward recomputes instead of storing: the node saves only the chain's inputs (and, for a chain
+ending in a softmax, its output, as the eager softmax saves it).  Where the compiler
 generated a backward kernel for the backend (the chain's backward, written from the same formulas) and no
 graph of the gradient is wanted, one pass over the inputs and the outputs' gradients gives every input's
 gradient.  Otherwise the backward runs the members again as ops (so each records its own node) and
@@ -67,7 +68,7 @@ def _replay(chain: Chain, inputs) -> list:
 
 
 def _backward(chain: Chain, node, grads) -> tuple:
-    saved = node.saved_tensors()
+    saved = node.saved_tensors()[:len(node.in_shapes)]  # the inputs (a saved output follows them)
     graph = is_grad_enabled()  # create_graph: recompute on the saved inputs, inside their history
     inputs = list(saved if graph else (x.detach().requires_grad_(x._rg) if isinstance(x, Tensor) else x
                                        for x in saved))
@@ -107,13 +108,16 @@ def _kernel_backward(node, grads, kernel: Callable) -> tuple:
     return tuple(out)
 
 
-def fused(chain: Chain, kernels: Dict[str, Callable], backward_kernels: Optional[Dict[str, Callable]] = None) -> type:
+def fused(chain: Chain, kernels: Dict[str, Callable], backward_kernels: Optional[Dict[str, Callable]] = None,
+          saves_output: bool = False) -> type:
     """The Op class that runs ``chain`` (one output per entry of ``chain.outputs``).  ``kernels`` maps a
     backend's name to ``kernel(B, arrays) -> tuple of arrays`` computing the same outputs (a fused op
     exists for the backends that have one: without a kernel its members are better run as themselves).
     ``backward_kernels`` maps a backend's name to ``kernel(B, input arrays, output gradients) -> one
     gradient array or None per input``, which the backward runs when it builds no graph (else it
-    recomputes through the members' own backwards)."""
+    recomputes through the members' own backwards).  With ``saves_output`` (a chain ending in a softmax,
+    whose output costs more to recompute than to keep, as the eager softmax keeps it) the node saves the
+    outputs too, and the backward kernel's input arrays end with them."""
     kernels = dict(kernels)
     backward_kernels = dict(backward_kernels or {})
     n_in = 1 + max((a[1] for m in chain.members for a in m.args if _is_ref(a) and a[0] == "in"), default=-1)
@@ -134,7 +138,8 @@ def fused(chain: Chain, kernels: Dict[str, Callable], backward_kernels: Optional
         return _backward(chain, node, grads)
 
     return type("_Fused", (Op,), {
-        "name": f"fused[{chain.label()}]", "saves": tuple(range(n_in)), "n_outputs": len(chain.outputs),
+        "name": f"fused[{chain.label()}]", "saves": tuple(range(n_in)), "saves_output": saves_output,
+        "n_outputs": len(chain.outputs),
         "differentiable": any(m.op.differentiable for m in chain.members),
         "complex_grad": all(m.op.complex_grad for m in chain.members), "chain": chain, "kernels": kernels,
         "backward_kernels": backward_kernels,
