@@ -73,6 +73,7 @@ from .tensor import Tensor, install_methods
 from .serialization import load, save
 from . import cuda, data, fft, nn, optim, special  # they build on the Tensor and its methods above
 from . import linalg  # nt.linalg, as torch.linalg
+from . import onnx  # nt.onnx.export (the onnx package is imported when it runs)
 # the Array API namespace, imported so that Tensor.__array_namespace__ finds it; namedtensor.array_api, not nt.array_api
 from . import array_api
 from .interop import from_dlpack, from_xarray, to_pandas, to_xarray
@@ -166,5 +167,5 @@ __all__ = [
     "profile", "Profile", "CompiledFunction",
     "set_printoptions", "get_printoptions",
     # subpackages
-    "nn", "optim", "data", "cuda", "testing", "fft", "special", "linalg",
+    "nn", "optim", "data", "cuda", "testing", "fft", "special", "linalg", "onnx",
 ]

@@ -1,0 +1,497 @@
+"""Each op's ONNX form: one converter per Op class (by class name), ``convert(ctx, node, twin)``.
+
+A converter writes the ONNX nodes computing ``node``'s outputs into the names ``ctx.value(output)``,
+from ``ctx.value`` of its inputs (:class:`~namedtensor.onnx.context.Context`).  ``twin`` is
+the node in the second trace, where the dynamic dims have other sizes: a converter whose params hold
+sizes (a reshape's target, an embedding's index shape) reads them through ``ctx.size``/``ctx.sizes``, and
+every other op's params must be the same in both traces (:func:`convert` checks), or the export says
+which op depends on the dynamic sizes.
+
+The name rules need no ONNX counterpart: names only decide which axis an op works on, and the traced
+params already hold those axes; the model's inputs and outputs carry the names (export.py).  Python
+numbers in an op take the dtype of its tensor operand, as NumPy 2's weak scalars do.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from ..compiler.ir import ArrayOf, Derived, Node, Value
+from .context import Context, UnsupportedExport, onnx_dtype
+
+__all__ = ["convert", "CONVERTERS"]
+
+Converter = Callable[[Context, Node, Node], None]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _out(ctx: Context, node: Node, k: int = 0) -> str:
+    return ctx.value(node.outputs[k])
+
+
+def _operand(ctx: Context, a: Any, dtype: str) -> str:
+    """A tensor operand cast to ``dtype`` where it has another, or a Python number as a ``dtype`` constant."""
+    if isinstance(a, Value):
+        name = ctx.value(a)
+        return name if a.dtype == dtype else ctx.emit("Cast", [name], to=onnx_dtype(ctx.onnx, dtype))
+    return ctx.scalar(a, dtype)
+
+
+def _compute_dtype(node: Node) -> str:
+    """The dtype an elementwise op computes in: its result's, or for a comparison its tensor operands'
+    common one (the float one where they mix)."""
+    out = node.outputs[0].dtype
+    if out != "bool":
+        return out
+    dtypes = [a.dtype for a in node.args if isinstance(a, Value)]
+    floats = [d for d in dtypes if d.startswith(("float", "bfloat"))]
+    return floats[0] if floats else dtypes[0]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two params of the twin nodes are the same (values compared by id: the traces number them alike)."""
+    if isinstance(a, Value) and isinstance(b, Value):
+        return a.id == b.id
+    if isinstance(a, ArrayOf) and isinstance(b, ArrayOf):
+        return a.value.id == b.value.id
+    if isinstance(a, Derived) and isinstance(b, Derived):
+        return a.fn == b.fn and _same(a.args, b.args) and _same(a.kwargs, b.kwargs)
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b)
+    except Exception:
+        return a is b
+
+
+def _transpose(ctx: Context, x: str, perm: Sequence[int]) -> str:
+    perm = list(perm)
+    return x if perm == sorted(perm) else ctx.emit("Transpose", [x], perm=perm)
+
+
+def _work(ctx: Context, x: str, src: Sequence[int]) -> str:
+    """Attention's working layout of ``x``: its axes in ``src``'s order, a size-1 axis where ``src`` has -1."""
+    x = _transpose(ctx, x, [s for s in src if s >= 0])
+    missing = [j for j, s in enumerate(src) if s < 0]
+    return ctx.emit("Unsqueeze", [x, ctx.ints(missing)]) if missing else x
+
+
+def _inverse(perm: Sequence[int]) -> List[int]:
+    out = [0] * len(perm)
+    for i, p in enumerate(perm):
+        out[p] = i
+    return out
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+_BINARY = {"_Add": "Add", "_Sub": "Sub", "_Mul": "Mul", "_Div": "Div", "_Maximum": "Max", "_Minimum": "Min",
+           "_Pow": "Pow", "_Eq": "Equal", "_Lt": "Less", "_Le": "LessOrEqual", "_Gt": "Greater",
+           "_Ge": "GreaterOrEqual"}
+_UNARY = {"_Neg": "Neg", "_Exp": "Exp", "_Log": "Log", "_Tanh": "Tanh", "_Sigmoid": "Sigmoid", "_Relu": "Relu",
+          "_Sqrt": "Sqrt", "_Abs": "Abs", "_Erf": "Erf", "_Reciprocal": "Reciprocal", "_Sin": "Sin", "_Cos": "Cos",
+          "_Softplus": "Softplus", "_Sign": "Sign", "_Floor": "Floor", "_Ceil": "Ceil", "_Round": "Round"}
+
+
+def _binary(op_type: str) -> Converter:
+    def convert(ctx: Context, node: Node, twin: Node) -> None:
+        dtype = _compute_dtype(node)
+        ctx.emit(op_type, [_operand(ctx, a, dtype) for a in node.args], [_out(ctx, node)])
+
+    return convert
+
+
+def _unary(op_type: str) -> Converter:
+    def convert(ctx: Context, node: Node, twin: Node) -> None:
+        ctx.emit(op_type, [_operand(ctx, node.args[0], node.outputs[0].dtype)], [_out(ctx, node)])
+
+    return convert
+
+
+def _composite(build: Callable[[Context, str, str], List[str]]) -> Converter:
+    """An op written as a few ONNX nodes: ``build(ctx, x, dtype)`` returns the op type and inputs of the last."""
+
+    def convert(ctx: Context, node: Node, twin: Node) -> None:
+        dtype = node.outputs[0].dtype
+        op_type, *inputs = build(ctx, _operand(ctx, node.args[0], dtype), dtype)
+        ctx.emit(op_type, inputs, [_out(ctx, node)])
+
+    return convert
+
+
+def _bitwise(bool_op: str, int_op: str) -> Converter:
+    """``&``, ``|``, ``^``, ``~``: the logical op on bools, the bitwise one on integers."""
+
+    def convert(ctx: Context, node: Node, twin: Node) -> None:
+        dtype = node.outputs[0].dtype
+        ctx.emit(bool_op if dtype == "bool" else int_op, [_operand(ctx, a, dtype) for a in node.args],
+                 [_out(ctx, node)])
+
+    return convert
+
+
+def _logical(op_type: str) -> Converter:
+    def convert(ctx: Context, node: Node, twin: Node) -> None:
+        ctx.emit(op_type, [_operand(ctx, a, "bool") for a in node.args], [_out(ctx, node)])
+
+    return convert
+
+
+def _isfinite(ctx: Context, node: Node, twin: Node) -> None:
+    x = ctx.value(node.args[0])
+    if not node.args[0].dtype.startswith(("float", "bfloat")):  # integers and bools are finite
+        ctx.emit("Not", [ctx.emit("IsNaN", [ctx.emit("Cast", [x], to=ctx.onnx.TensorProto.FLOAT)])], [_out(ctx, node)])
+        return
+    bad = ctx.emit("Or", [ctx.emit("IsNaN", [x]), ctx.emit("IsInf", [x])])
+    ctx.emit("Not", [bad], [_out(ctx, node)])
+
+
+def _test(op_type: str) -> Converter:
+    """isnan, isinf: on a float operand (bools and integers are neither)."""
+
+    def convert(ctx: Context, node: Node, twin: Node) -> None:
+        x = node.args[0]
+        dtype = x.dtype if x.dtype.startswith(("float", "bfloat")) else "float32"
+        ctx.emit(op_type, [_operand(ctx, x, dtype)], [_out(ctx, node)])
+
+    return convert
+
+
+def _not_equal(ctx: Context, node: Node, twin: Node) -> None:
+    dtype = _compute_dtype(node)
+    eq = ctx.emit("Equal", [_operand(ctx, a, dtype) for a in node.args])
+    ctx.emit("Not", [eq], [_out(ctx, node)])
+
+
+def _where(ctx: Context, node: Node, twin: Node) -> None:
+    cond, a, b = node.args
+    dtype = node.outputs[0].dtype
+    ctx.emit("Where", [_operand(ctx, cond, "bool"), _operand(ctx, a, dtype), _operand(ctx, b, dtype)],
+             [_out(ctx, node)])
+
+
+def _clip(ctx: Context, node: Node, twin: Node) -> None:
+    dtype = node.outputs[0].dtype
+    bounds = [("" if node.params.get(k) is None else ctx.scalar(node.params[k], dtype)) for k in ("min", "max")]
+    ctx.emit("Clip", [_operand(ctx, node.args[0], dtype), *bounds], [_out(ctx, node)])
+
+
+def _gelu(approximate: str) -> Converter:
+    def convert(ctx: Context, node: Node, twin: Node) -> None:
+        ctx.emit("Gelu", [_operand(ctx, node.args[0], node.outputs[0].dtype)], [_out(ctx, node)],
+                 approximate=approximate)
+
+    return convert
+
+
+_COMPOSITE = {
+    "_Silu": lambda ctx, x, dt: ["Mul", x, ctx.emit("Sigmoid", [x])],
+    "_Rsqrt": lambda ctx, x, dt: ["Reciprocal", ctx.emit("Sqrt", [x])],
+    "_Square": lambda ctx, x, dt: ["Mul", x, x],
+    "_Expm1": lambda ctx, x, dt: ["Sub", ctx.emit("Exp", [x]), ctx.scalar(1.0, dt)],
+    "_Log1P": lambda ctx, x, dt: ["Log", ctx.emit("Add", [x, ctx.scalar(1.0, dt)])],
+}
+
+
+# ----------------------------------------------------------------------------- names, shapes, dtypes
+
+
+def _identity(ctx: Context, node: Node, twin: Node) -> None:
+    ctx.emit("Identity", [ctx.value(node.args[0])], [_out(ctx, node)])
+
+
+def _reshape(ctx: Context, node: Node, twin: Node) -> None:
+    # the target from the output's sizes, which follow the dynamic dims where the traced shape does
+    ctx.emit("Reshape", [ctx.value(node.args[0]), ctx.shape(ctx.sizes(node.outputs[0]))], [_out(ctx, node)])
+
+
+def _align(ctx: Context, node: Node, twin: Node) -> None:
+    ctx.emit("Identity", [_work(ctx, ctx.value(node.args[0]), node.params["source"])], [_out(ctx, node)])
+
+
+def _permute(ctx: Context, node: Node, twin: Node) -> None:
+    ctx.emit("Transpose", [ctx.value(node.args[0])], [_out(ctx, node)], perm=list(node.params["perm"]))
+
+
+def _cast(ctx: Context, node: Node, twin: Node) -> None:
+    x, dtype = node.args[0], node.outputs[0].dtype
+    if x.dtype.startswith("complex"):
+        raise UnsupportedExport("nt.onnx.export: casts of complex tensors have no ONNX form.")
+    ctx.emit("Cast", [ctx.value(x)], [_out(ctx, node)], to=onnx_dtype(ctx.onnx, dtype))
+
+
+# ----------------------------------------------------------------------------- reductions, products, layers
+
+
+def _reduce(op_type: str) -> Converter:
+    def convert(ctx: Context, node: Node, twin: Node) -> None:
+        x = node.args[0]
+        axes = node.params["axes"]
+        inputs = [_operand(ctx, x, node.outputs[0].dtype)]
+        if axes is not None:
+            inputs.append(ctx.ints(list(axes)))
+        ctx.emit(op_type, inputs, [_out(ctx, node)], keepdims=int(bool(node.params["keepdim"])))
+
+    return convert
+
+
+def _softmax(op_type: str) -> Converter:
+    def convert(ctx: Context, node: Node, twin: Node) -> None:
+        ctx.emit(op_type, [_operand(ctx, node.args[0], node.outputs[0].dtype)], [_out(ctx, node)],
+                 axis=node.params["axis"])
+
+    return convert
+
+
+def _matmul(ctx: Context, node: Node, twin: Node) -> None:
+    dtype = node.outputs[0].dtype
+    ctx.emit("MatMul", [_operand(ctx, a, dtype) for a in node.args], [_out(ctx, node)])
+
+
+def _linear(ctx: Context, node: Node, twin: Node) -> None:
+    x, w = node.args[0], node.args[1]
+    ax, ndim = node.params["ax"], len(x.shape)
+    weight = ctx.value(w)
+    # y = x W^T along axis ax (W^T itself where t: the input's gradient), with the axis moved last and back
+    weight_t = weight if node.params["t"] else ctx.emit("Transpose", [weight], perm=[1, 0])
+    order = [d for d in range(ndim) if d != ax] + [ax]
+    y = ctx.emit("MatMul", [_transpose(ctx, ctx.value(x), order), weight_t])
+    if len(node.args) == 3 and node.args[2] is not None:
+        y = ctx.emit("Add", [y, ctx.value(node.args[2])])
+    ctx.emit("Identity", [_transpose(ctx, y, _inverse(order))], [_out(ctx, node)])
+
+
+def _recipe(ctx: Context, p: Any, q: Any, what: str) -> Any:
+    """An index param that the op's function derived from traced arrays (``Derived``: reshape, arange,
+    cast...) as an ONNX tensor, its numbers matched to sizes by the twin ``q``; other params as they are."""
+    if isinstance(p, ArrayOf):
+        return ctx.value(p.value)
+    if not isinstance(p, Derived):
+        return p
+    if p.fn == "reshape":
+        x = _recipe(ctx, p.args[0], q.args[0], what)
+        sizes = [ctx.size(a, b, lambda: f"the shape of {what}") for a, b in zip(p.args[1], q.args[1])]
+        return ctx.emit("Reshape", [x, ctx.shape(sizes)])
+    if p.fn == "arange" and all(isinstance(a, int) for a in p.args) and set(p.kwargs) <= {"dtype"}:
+        start, stop, step = (0, *p.args, 1) if len(p.args) == 1 else (*p.args, 1) if len(p.args) == 2 else p.args
+        other = (0, *q.args, 1) if len(q.args) == 1 else (*q.args, 1) if len(q.args) == 2 else q.args
+        bounds = [ctx.scalar_size(ctx.size(a, b, lambda: f"the arange of {what}"))
+                  for a, b in zip((start, stop, step), other)]
+        out = ctx.emit("Range", bounds)
+        dtype = str(p.kwargs.get("dtype", "int64"))
+        return out if dtype == "int64" else ctx.emit("Cast", [out], to=onnx_dtype(ctx.onnx, dtype))
+    if p.fn == "astype":
+        x = _recipe(ctx, p.args[0], q.args[0], what)
+        return ctx.emit("Cast", [x], to=onnx_dtype(ctx.onnx, str(p.args[1])))
+    raise UnsupportedExport(f"nt.onnx.export: {what} is computed by the backend function {p.fn!r}, which has no "
+                            "ONNX form here.")
+
+
+def _embedding(ctx: Context, node: Node, twin: Node) -> None:
+    prm, other = node.params, twin.params
+    index = _recipe(ctx, prm["index"], other["index"], "an embedding's index")
+    rows = ctx.emit("Gather", [ctx.value(node.args[0]), index], axis=prm["wax"])
+    if prm["wax"] == 1:
+        rows = ctx.emit("Transpose", [rows], perm=[1, 0])
+    ctx.emit("Reshape", [rows, ctx.shape(ctx.sizes(node.outputs[0]))], [_out(ctx, node)])
+
+
+def _aligned_param(ctx: Context, w: Value, perm: Optional[Sequence[int]]) -> str:
+    """A norm's weight or bias laid out along the normalised axes, in the input's order."""
+    name = ctx.value(w)
+    return name if perm is None else ctx.emit("Transpose", [name], perm=list(perm))
+
+
+def _norm(centered: bool) -> Converter:
+    def convert(ctx: Context, node: Node, twin: Node) -> None:
+        plan, eps = node.params["plan"], node.params["eps"]
+        x = node.args[0]
+        dtype, ndim = node.outputs[0].dtype, len(x.shape)
+        # the normalised axes moved last (they usually are), and back after
+        order = list(plan.others) + list(plan.axes)
+        h = _transpose(ctx, ctx.value(x), order)
+        axes = list(range(len(plan.others), ndim))
+        w = node.args[1] if len(node.args) > 1 else None
+        b = node.args[2] if centered and len(node.args) > 2 else None
+        weight = None if not isinstance(w, Value) else _aligned_param(ctx, w, plan.wperm)
+        bias = None if not isinstance(b, Value) else _aligned_param(ctx, b, plan.bperm)
+        if centered:
+            if weight is None:  # LayerNormalization wants a scale: ones of the normalised shape
+                shape = ctx.shape([ctx.sizes(x)[a] for a in plan.axes])
+                weight = ctx.emit("ConstantOfShape", [shape], value=ctx.onnx.helper.make_tensor(
+                    "one", onnx_dtype(ctx.onnx, dtype), [1], [1.0]))
+            y = ctx.emit("LayerNormalization", [h, weight] + ([bias] if bias is not None else []),
+                         axis=len(plan.others), epsilon=eps)
+        else:
+            mean = ctx.emit("ReduceMean", [ctx.emit("Mul", [h, h]), ctx.ints(axes)], keepdims=1)
+            y = ctx.emit("Div", [h, ctx.emit("Sqrt", [ctx.emit("Add", [mean, ctx.scalar(eps, dtype)])])])
+            if weight is not None:
+                y = ctx.emit("Mul", [y, weight])
+        ctx.emit("Identity", [_transpose(ctx, y, _inverse(order))], [_out(ctx, node)])
+
+    return convert
+
+
+def _attention(ctx: Context, node: Node, twin: Node) -> None:
+    prm = node.params
+    if prm["dropout_p"]:
+        raise UnsupportedExport("nt.onnx.export: attention with dropout has no deterministic ONNX form: export the "
+                                "module in eval mode (the default), or with dropout_p=0.")
+    q, k, v, mask = node.args[:4]
+    dtype = node.outputs[0].dtype
+    qw = _work(ctx, ctx.value(q), prm["q_src"])
+    kw = _work(ctx, ctx.value(k), prm["k_src"])
+    vw = _work(ctx, ctx.value(v), prm["v_src"])
+    n = len(prm["q_src"])
+    k_t = ctx.emit("Transpose", [kw], perm=list(range(n - 2)) + [n - 1, n - 2])
+    scores = ctx.emit("Mul", [ctx.emit("MatMul", [qw, k_t]), ctx.scalar(prm["scale"], dtype)])
+    masked = isinstance(mask, Value)
+    if masked:
+        m = _work(ctx, ctx.value(mask), prm["m_src"])
+        if mask.dtype == "bool":
+            scores = ctx.emit("Where", [m, scores, ctx.scalar(-math.inf, dtype)])
+        else:
+            scores = ctx.emit("Add", [scores, m])
+    if prm["is_causal"]:
+        # key j may be attended by query i when j <= i (top-left aligned): the lower triangle of ones
+        sizes = ctx.sizes(q)
+        n_query = sizes[prm["q_src"][-2]]
+        n_key = ctx.sizes(k)[prm["k_src"][-2]]
+        ones = ctx.emit("ConstantOfShape", [ctx.shape([n_query, n_key])],
+                        value=ctx.onnx.helper.make_tensor("one", ctx.onnx.TensorProto.INT64, [1], [1]))
+        allowed = ctx.emit("Cast", [ctx.emit("Trilu", [ones], upper=0)], to=ctx.onnx.TensorProto.BOOL)
+        scores = ctx.emit("Where", [allowed, scores, ctx.scalar(-math.inf, dtype)])
+    weights = ctx.emit("Softmax", [scores], axis=-1)
+    if masked:
+        # a query with no key to attend gets zero weights (Softmax would give NaN)
+        top = ctx.emit("ReduceMax", [scores, ctx.ints([-1])], keepdims=1)
+        none = ctx.emit("IsInf", [top], detect_positive=0)
+        weights = ctx.emit("Where", [none, ctx.scalar(0.0, dtype), weights])
+    out = ctx.emit("MatMul", [weights, vw])
+    ctx.emit("Identity", [_transpose(ctx, out, _inverse(prm["q_src"]))], [_out(ctx, node)])
+
+
+def _mse_loss(ctx: Context, node: Node, twin: Node) -> None:
+    dtype = node.outputs[0].dtype
+    d = ctx.emit("Sub", [_operand(ctx, a, dtype) for a in node.args])
+    sq = ctx.emit("Mul", [d, d])
+    reduction = node.params["reduction"]
+    if reduction == "none":
+        ctx.emit("Identity", [sq], [_out(ctx, node)])
+    else:
+        ctx.emit("ReduceSum" if reduction == "sum" else "ReduceMean", [sq], [_out(ctx, node)], keepdims=0)
+
+
+def _class_target(p: Any):
+    """The class-index target and the ignored index (or None) that cross-entropy's ``valid`` param was
+    derived from: ``reshape(not_equal(target, ignore), ...)``."""
+    found = {}
+
+    def walk(q: Any) -> None:
+        if isinstance(q, ArrayOf):
+            found.setdefault("target", q.value)
+        elif isinstance(q, Derived):
+            if q.fn == "not_equal" and isinstance(q.args[1], int):
+                found.setdefault("ignore", q.args[1])
+            for a in q.args:
+                walk(a)
+
+    walk(p)
+    return found.get("target"), found.get("ignore")
+
+
+def _cross_entropy(ctx: Context, node: Node, twin: Node) -> None:
+    prm = node.params
+    x, ax = node.args[0], prm["ax"]
+    target, ignore = _class_target(prm["valid"] if prm["valid"] is not None else prm["idx"])
+    wanted = x.names[:ax] + x.names[ax + 1:]
+    if prm["count"] is not None or target is None or tuple(target.names) != tuple(wanted):
+        raise UnsupportedExport(
+            f"nt.onnx.export: cross_entropy exports with class indices whose dims are the logits' {x.names} without "
+            f"the class dim, in their order (got {None if target is None else target.names}).")
+    dtype = node.outputs[0].dtype
+    logp = ctx.emit("LogSoftmax", [ctx.value(x)], axis=ax)
+    t = _operand(ctx, target, "int64")
+    valid = None if ignore is None else ctx.emit("Not", [ctx.emit("Equal", [t, ctx.int_scalar(ignore)])])
+    safe = t if valid is None else ctx.emit("Where", [valid, t, ctx.int_scalar(0)])
+    axis = ctx.ints([ax])
+    picked = ctx.emit("GatherElements", [logp, ctx.emit("Unsqueeze", [safe, axis])], axis=ax)
+    loss = ctx.emit("Neg", [ctx.emit("Squeeze", [picked, axis])])
+    if prm["eps"]:  # label smoothing: (1 - eps) nll + eps mean(-log p) over the classes
+        smooth = ctx.emit("Neg", [ctx.emit("ReduceMean", [logp, axis], keepdims=0)])
+        loss = ctx.emit("Add", [ctx.emit("Mul", [loss, ctx.scalar(1.0 - prm["eps"], dtype)]),
+                                ctx.emit("Mul", [smooth, ctx.scalar(prm["eps"], dtype)])])
+    if valid is not None:
+        loss = ctx.emit("Where", [valid, loss, ctx.scalar(0.0, dtype)])
+    reduction = prm["reduction"]
+    if reduction == "none":
+        out = loss if prm["out_perm"] is None else ctx.emit("Transpose", [loss], perm=list(prm["out_perm"]))
+        ctx.emit("Identity", [out], [_out(ctx, node)])
+        return
+    total = ctx.emit("ReduceSum", [loss], keepdims=0)
+    if reduction == "sum":
+        ctx.emit("Identity", [total], [_out(ctx, node)])
+        return
+    count = (ctx.emit("Cast", [ctx.emit("Size", [t])], to=onnx_dtype(ctx.onnx, dtype)) if valid is None else
+             ctx.emit("ReduceSum", [ctx.emit("Cast", [valid], to=onnx_dtype(ctx.onnx, dtype))], keepdims=0))
+    ctx.emit("Div", [total, count], [_out(ctx, node)])  # all ignored: 0 / 0, NaN, as in PyTorch
+
+
+# ----------------------------------------------------------------------------- the table
+
+CONVERTERS: Dict[str, Converter] = {
+    **{name: _binary(op) for name, op in _BINARY.items()},
+    **{name: _unary(op) for name, op in _UNARY.items()},
+    **{name: _composite(build) for name, build in _COMPOSITE.items()},
+    "_BitwiseAnd": _bitwise("And", "BitwiseAnd"), "_BitwiseOr": _bitwise("Or", "BitwiseOr"),
+    "_BitwiseXor": _bitwise("Xor", "BitwiseXor"), "_BitwiseNot": _bitwise("Not", "BitwiseNot"),
+    "_LogicalAnd": _logical("And"), "_LogicalOr": _logical("Or"), "_LogicalXor": _logical("Xor"),
+    "_LogicalNot": _logical("Not"), "_Isnan": _test("IsNaN"), "_Isinf": _test("IsInf"), "_Isfinite": _isfinite,
+    "_Ne": _not_equal, "_Where": _where, "_Clip": _clip, "_Gelu": _gelu("none"), "_GeluTanh": _gelu("tanh"),
+    "_Rename": _identity, "_Reshape": _reshape, "_Permute": _permute, "_Align": _align, "_Cast": _cast, "_CastNoGrad": _cast,
+    "_Sum": _reduce("ReduceSum"), "_Mean": _reduce("ReduceMean"),
+    "_Softmax": _softmax("Softmax"), "_LogSoftmax": _softmax("LogSoftmax"),
+    "_Matmul": _matmul, "_Linear": _linear, "_Embedding": _embedding,
+    "_LayerNorm": _norm(True), "_RMSNorm": _norm(False), "_Attention": _attention, "_MSELoss": _mse_loss,
+    "_CrossEntropy": _cross_entropy, "_CrossEntropyRows": _cross_entropy,
+}
+
+#: converters that read sizes from their params through the twin node: the others' params must not change
+_SIZED = frozenset({"_Reshape", "_Embedding"})
+
+
+def _norm_params(p: Dict[str, Any]) -> tuple:
+    plan = p["plan"]  # its sizes (n, keep, bshape) are not read: the ONNX ops take them from the input
+    return plan.axes, plan.others, plan.wperm, plan.bperm, p["eps"]
+
+
+def _loss_params(p: Dict[str, Any]) -> tuple:
+    # the index params are recipes on the target, shaped as the call was: the converter reads the target
+    return p["ax"], p["eps"], p["count"], p["reduction"], p["out_perm"], _class_target(p["valid"])[1]
+
+
+#: the part of an op's params that its converter reads, where that is not all of them
+_READS: Dict[str, Callable[[Dict[str, Any]], Any]] = {"_LayerNorm": _norm_params, "_RMSNorm": _norm_params,
+                                                      "_CrossEntropy": _loss_params, "_CrossEntropyRows": _loss_params}
+
+
+def convert(ctx: Context, node: Node, twin: Node) -> None:
+    """Write ``node`` (and check that its params do not follow the dynamic dims, unless its converter
+    reads them so)."""
+    name = node.op.__name__
+    converter = CONVERTERS.get(name) if node.op.__module__.startswith("namedtensor.ops.") else None
+    if converter is None:
+        shapes = ", ".join(f"{a.describe()}" for a in node.args if isinstance(a, Value))
+        raise UnsupportedExport(f"nt.onnx.export: the op {node.op.name!r} (on {shapes or 'no tensors'}) has no ONNX "
+                                "conversion yet; the ops that export are listed in nt.onnx.converters.CONVERTERS.")
+    reads = _READS.get(name, lambda p: p)
+    if name not in _SIZED and not (_same(reads(node.params), reads(twin.params)) and _same(node.args, twin.args)):
+        raise UnsupportedExport(
+            f"nt.onnx.export: the op {node.op.name!r} has params that change with the sizes of the dynamic dims "
+            f"({node.params} with the given sizes); make those dims static with dynamic=.")
+    converter(ctx, node, twin)
