@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -282,13 +283,18 @@ def test_an_op_without_a_conversion_is_named():
 
 
 def test_numbers_and_branches_that_follow_a_dynamic_dim_are_refused():
+    dynamic = ("batch", "seq")
     with pytest.raises(UnsupportedExport, match="the op 'div' has params that change with the sizes of the dynamic"):
-        nt.onnx.export(lambda x: x / x.size("seq"), x_spec())
+        nt.onnx.export(lambda x: x / x.size("seq"), x_spec(), dynamic=dynamic)
     with pytest.raises(UnsupportedExport, match="runs other ops when the dynamic dims take other sizes"):
-        nt.onnx.export(lambda x: x.exp() if x.size("batch") > 2 else x.tanh(), x_spec())
+        nt.onnx.export(lambda x: x.exp() if x.size("batch") > 2 else x.tanh(), x_spec(), dynamic=dynamic)
+    # without dynamic=, the dims in question stay static and the export says why
+    with pytest.warns(UserWarning, match=r"the dims \['seq'\] stay static: nt.onnx.export: the op 'div'"):
+        model = nt.onnx.export(lambda x: x / x.size("seq"), x_spec())
+    assert dims(model.graph.input[0]) == ["batch", 5, "embed"]
     made = lambda x: x + nt.ones(x.size("seq"), 16, names=("seq", "embed"))
     with pytest.raises(UnsupportedExport, match="a constant .* has a shape that follows the dynamic dims"):
-        nt.onnx.export(made, x_spec(), dynamic=("batch", "seq"))
+        nt.onnx.export(made, x_spec(), dynamic=dynamic)
     # by default a dim that a constant has is static, as one that a parameter has
     assert dims(nt.onnx.export(made, x_spec()).graph.input[0]) == ["batch", 5, 16]
     # static, the same programs export
@@ -333,3 +339,121 @@ def test_cross_entropy_exports(case):
         (got,) = run(model, {"a": a, "b": b})
         np.testing.assert_allclose(got, fn(a, b).numpy(), rtol=1e-5, atol=1e-6)
         assert got.shape == tuple(fn(a, b).shape)
+
+
+IMAGE = nt.spec({"batch": 2, "channel": 3, "h": 9, "w": 8})
+
+
+@pytest.mark.parametrize("case", ["conv2d", "conv2d strided grouped", "conv1d", "conv_transpose2d", "max_pool2d",
+                                  "avg_pool2d padded", "adaptive_avg_pool2d", "batch_norm", "group_norm"])
+def test_image_layers_export(case):
+    layers = {
+        "conv2d": lambda: nn.Conv2d(3, 4, 3, padding=1),
+        "conv2d strided grouped": lambda: nn.Conv2d(3, 6, 3, stride=2, padding=(1, 0), dilation=(1, 2), groups=3),
+        "conv1d": lambda: nn.Conv1d(3, 5, 2),
+        "conv_transpose2d": lambda: nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1),
+        "max_pool2d": lambda: nn.MaxPool2d(2),
+        "avg_pool2d padded": lambda: nn.AvgPool2d(3, stride=2, padding=1),
+        "adaptive_avg_pool2d": lambda: nn.AdaptiveAvgPool2d(2),
+        "batch_norm": lambda: nn.BatchNorm2d(3),
+        "group_norm": lambda: nn.GroupNorm(1, 3),
+    }
+    layer = layers[case]()
+    if case == "batch_norm":  # running statistics that are not the initial zeros and ones
+        layer.train()
+        layer(nt.randn(4, 3, 9, 8, names=IMAGE.names))
+    layer.eval()
+    spec = nt.spec({"batch": 2, "channel": 3, "time": 9}) if case == "conv1d" else IMAGE
+    if case == "adaptive_avg_pool2d":  # its pooling matrices are made for the input's h and w
+        with pytest.warns(UserWarning, match=r"the dims \['h', 'w'\] stay static: .*a constant"):
+            model = check(layer, [spec], sizes=({}, {"batch": 3}), rtol=1e-4, atol=1e-5)
+        assert dims(model.graph.input[0]) == ["batch", "channel", 9, 8]  # no parameter fixes the channels
+        return
+    model = check(layer, [spec], sizes=({}, {"batch": 3, "h": 12, "w": 7, "time": 6}), rtol=1e-4, atol=1e-5)
+    assert dims(model.graph.input[0]) == ["batch", 3, "time"] if case == "conv1d" else ["batch", 3, "h", "w"]
+
+
+@pytest.mark.parametrize("loss", ["nll", "l1", "smooth_l1", "huber", "bce", "bce with logits", "kl_div", "cosine"])
+def test_losses_and_distances_export(loss):
+    a, b = nt.spec({"batch": 2, "feat": 5}), nt.spec({"batch": 2, "feat": 5})
+    fns = {
+        "l1": F.l1_loss, "smooth_l1": F.smooth_l1_loss, "huber": lambda x, y: F.huber_loss(x, y, delta=0.5),
+        "bce": lambda x, y: F.binary_cross_entropy(x.sigmoid(), y.sigmoid()),
+        "bce with logits": lambda x, y: F.binary_cross_entropy_with_logits(x, y.sigmoid()),
+        "kl_div": lambda x, y: F.kl_div(x.log_softmax("feat"), y.softmax("feat"), reduction="sum"),
+        "cosine": lambda x, y: F.cosine_similarity(x, y, dim="feat"),
+    }
+    if loss == "nll":
+        t = nt.spec({"batch": 2}, dtype=nt.int64)
+        check(lambda x, t: F.nll_loss(x.log_softmax("feat"), t, dim="feat", ignore_index=1), [a, t],
+              sizes=({}, {"batch": 7}), high=5)
+        return
+    check(fns[loss], [a, b], sizes=({}, {"batch": 7}))
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, float("inf"), 0])
+def test_p_norms_export(p):
+    check(lambda x: x.norm(p=p, dim="embed"), [x_spec()], sizes=({}, {"batch": 3}))
+
+
+def _layer_cases() -> dict:
+    """Every layer of nt.nn: a constructor and the specs of its inputs."""
+    seq, img = x_spec(), IMAGE
+    vol = nt.spec({"batch": 2, "channel": 3, "d": 4, "h": 5, "w": 6})
+    sig = nt.spec({"batch": 2, "channel": 3, "time": 9})
+    tokens = nt.spec({"batch": 2, "seq": 5}, dtype=nt.int64)
+    return {
+        "AdaptiveAvgPool1d": (lambda: nn.AdaptiveAvgPool1d(3), [sig]),
+        "AdaptiveAvgPool2d": (lambda: nn.AdaptiveAvgPool2d((2, 3)), [img]),
+        "AdaptiveAvgPool3d": (lambda: nn.AdaptiveAvgPool3d(2), [vol]),
+        "AvgPool1d": (lambda: nn.AvgPool1d(2), [sig]), "AvgPool2d": (lambda: nn.AvgPool2d(2), [img]),
+        "AvgPool3d": (lambda: nn.AvgPool3d(2), [vol]),
+        "BatchNorm1d": (lambda: nn.BatchNorm1d(3), [sig]), "BatchNorm2d": (lambda: nn.BatchNorm2d(3), [img]),
+        "BatchNorm3d": (lambda: nn.BatchNorm3d(3), [vol]),
+        "Conv1d": (lambda: nn.Conv1d(3, 4, 3), [sig]), "Conv2d": (lambda: nn.Conv2d(3, 4, 3), [img]),
+        "Conv3d": (lambda: nn.Conv3d(3, 2, 2), [vol]),
+        "ConvTranspose1d": (lambda: nn.ConvTranspose1d(3, 2, 3, stride=2), [sig]),
+        "ConvTranspose2d": (lambda: nn.ConvTranspose2d(3, 2, 2), [img]),
+        "ConvTranspose3d": (lambda: nn.ConvTranspose3d(3, 2, 2), [vol]),
+        "CosineSimilarity": (lambda: nn.CosineSimilarity("embed"), [seq, seq]),
+        "Dropout": (lambda: nn.Dropout(0.3), [seq]),
+        "Embedding": (lambda: nn.Embedding(10, 4, "embed"), [tokens]),
+        "GELU": (lambda: nn.GELU(), [seq]), "GroupNorm": (lambda: nn.GroupNorm(1, 3), [img]),
+        "Identity": (lambda: nn.Identity(), [seq]),
+        "LayerNorm": (lambda: nn.LayerNorm("embed", 16), [seq]), "Linear": (lambda: nn.Linear(16, 4), [seq]),
+        "LogSoftmax": (lambda: nn.LogSoftmax("embed"), [seq]),
+        "MLP": (lambda: nn.MLP("embed", 16, 32), [seq]),
+        "MaxPool1d": (lambda: nn.MaxPool1d(2), [sig]), "MaxPool2d": (lambda: nn.MaxPool2d(2), [img]),
+        "MaxPool3d": (lambda: nn.MaxPool3d(2), [vol]),
+        "MultiheadAttention": (lambda: nn.MultiheadAttention("embed", 16, 4), [seq]),
+        "RMSNorm": (lambda: nn.RMSNorm("embed", 16), [seq]), "ReLU": (lambda: nn.ReLU(), [seq]),
+        "SiLU": (lambda: nn.SiLU(), [seq]), "Sigmoid": (lambda: nn.Sigmoid(), [seq]),
+        "Softmax": (lambda: nn.Softmax("seq"), [seq]), "Tanh": (lambda: nn.Tanh(), [seq]),
+        "TransformerBlock": (lambda: nn.TransformerBlock("embed", 16, 2), [seq]),
+    }
+
+
+def test_every_layer_of_nn_has_an_export_case():
+    import inspect
+
+    containers = {"Module", "ModuleList", "ModuleDict", "Sequential"}
+    layers = {n for n in dir(nn) if inspect.isclass(getattr(nn, n)) and issubclass(getattr(nn, n), nn.Module)}
+    assert sorted(layers - containers) == sorted(_layer_cases())
+
+
+@pytest.mark.parametrize("name", sorted(_layer_cases()))
+def test_every_layer_exports(name):
+    make, specs = _layer_cases()[name]
+    layer = make()
+    layer.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a layer whose sizes fix some dims (adaptive pooling) warns so
+        model = nt.onnx.export(layer, *specs)
+    symbolic = {d for i in model.graph.input for d in dims(i) if isinstance(d, str)}
+    assert "batch" in symbolic  # the batch dim stays dynamic in every layer
+    args = inputs_like(specs, {"batch": 3}, high=10)
+    got = run(model, dict(zip([i.name for i in model.graph.input], args)))
+    want = layer(*args)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w.detach().numpy(), rtol=1e-4, atol=1e-5)

@@ -20,7 +20,7 @@ into the graph), the grad mode, and the ``training`` flags of a compiled module.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import _dtypes
 from .._internal import backend_of, raw, swap_tracer, version_counter, wrap
@@ -220,8 +220,10 @@ def _spec(t: Tensor) -> Tensor:
     return s
 
 
-def capture(fn: Callable, leaves: List[Any], tree: Any) -> Graph:
-    """Trace ``fn`` called with ``unflatten(tree, leaves)`` (tensors replaced by meta specs) into a graph."""
+def capture(fn: Callable, leaves: List[Any], tree: Any, constants_on: Optional[str] = None) -> Graph:
+    """Trace ``fn`` called with ``unflatten(tree, leaves)`` (tensors replaced by meta specs) into a graph.
+    Constants are computed on ``constants_on`` (default: the tensor arguments' device), e.g. on the CPU
+    where the arguments are specs, whose meta device holds no values."""
     graph = Graph()
     recorder = _Recorder(graph)
     specs = []
@@ -260,7 +262,7 @@ def capture(fn: Callable, leaves: List[Any], tree: Any) -> Graph:
     del result, out_leaves, args, kwargs, specs
     recorder.seen.clear()
     _classify_externals(graph)
-    _make_constants(graph, leaves)
+    _make_constants(graph, leaves, constants_on)
     return graph
 
 
@@ -276,10 +278,11 @@ class Computed(Op):
         return evaluate(recipe, None, B, arrays)
 
 
-def _make_constants(graph: Graph, leaves: List[Any]) -> None:
-    """The constants recorded as recipes, computed on the device of the tensor arguments (the CPU
-    without any)."""
-    device = next((x.device for x in leaves if isinstance(x, Tensor)), "cpu")
+def _make_constants(graph: Graph, leaves: List[Any], device: Optional[str]) -> None:
+    """The constants recorded as recipes, computed on ``device``, by default that of the tensor arguments
+    (the CPU without any)."""
+    if device is None:
+        device = next((x.device for x in leaves if isinstance(x, Tensor)), "cpu")
     B = backend_for(device)
     for v in graph.values:
         if v.kind == "constant" and isinstance(v.source, tuple) and isinstance(v.source[0], Derived):

@@ -112,6 +112,17 @@ class Context:
         return tuple(self.size(a, b, lambda d=d: f"dim {d} ({v.names[d]!r}) of %{v.id}")
                      for d, (a, b) in enumerate(zip(v.shape, w.shape)))
 
+    def labels(self, v: Value) -> Tuple[Optional[Size], ...]:
+        """:meth:`sizes`, with None for a size that is no product of dynamic dims (the model's inputs and
+        outputs show such a dim as unknown)."""
+        out = []
+        for d, (a, b) in enumerate(zip(v.shape, self.twin(v).shape)):
+            try:
+                out.append(self.size(a, b, lambda: ""))
+            except UnsupportedExport:
+                out.append(None)
+        return tuple(out)
+
     def shape(self, sizes: Sequence[Size]) -> str:
         """An int64 1-D tensor of ``sizes``: a constant where all are static, else made from the inputs'
         shapes when the model runs."""

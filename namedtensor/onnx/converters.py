@@ -387,6 +387,99 @@ def _mse_loss(ctx: Context, node: Node, twin: Node) -> None:
         ctx.emit("ReduceSum" if reduction == "sum" else "ReduceMean", [sq], [_out(ctx, node)], keepdims=0)
 
 
+def _merged(ctx: Context, x: Value, perm: Sequence[int], keep: int) -> tuple:
+    """``x`` with its dims in ``perm``'s order and all but the last ``keep`` merged into one, and the shape of
+    the dims merged (an int64 tensor, to split the result again).  The sizes are read off the tensors when
+    the model runs: a convolution's output sizes are no products of the input's."""
+    h = _transpose(ctx, ctx.value(x), perm)
+    n = len(perm) - keep
+    if n == 1:
+        return h, None
+    lead = ctx.emit("Shape", [h], start=0, end=n)
+    merged = ctx.emit("ReduceProd", [lead], keepdims=1)
+    return ctx.emit("Reshape", [h, ctx.emit("Concat", [merged, ctx.emit("Shape", [h], start=n)], axis=0)]), lead
+
+
+def _unmerged(ctx: Context, y: str, lead: Optional[str], perm: Sequence[int], node: Node) -> None:
+    """:func:`_merged`'s inverse for a result ``y`` whose first dim holds the merged ones: split, then
+    permuted back, into the node's output."""
+    if lead is not None:
+        y = ctx.emit("Reshape", [y, ctx.emit("Concat", [lead, ctx.emit("Shape", [y], start=1)], axis=0)])
+    ctx.emit("Identity", [_transpose(ctx, y, _inverse(perm))], [_out(ctx, node)])
+
+
+def _pads(padding: Sequence[Sequence[int]]) -> List[int]:
+    """ONNX's pads: every dim's padding before, then every dim's after."""
+    return [p[0] for p in padding] + [p[1] for p in padding]
+
+
+def _conv(ctx: Context, node: Node, twin: Node) -> None:
+    prm = node.params
+    x, w = node.args[0], node.args[1]
+    perm, nb = prm["perm"], prm["nb"]
+    # (batch..., channels, *spatial) with the batch dims merged: ONNX's (N, C, *S)
+    h, lead = _merged(ctx, x, perm, len(perm) - nb)
+    inputs = [h, ctx.value(w)] + ([ctx.value(node.args[2])] if len(node.args) > 2 and node.args[2] is not None else [])
+    attrs = dict(strides=list(prm["stride"]), pads=_pads(prm["padding"]), dilations=list(prm["dilation"]),
+                 group=prm["groups"])
+    if node.op.__name__ == "_ConvTranspose":
+        # the output size that PyTorch's output_padding (or output_size) chose past the formula's: the same
+        # in both traces, or the output's size is no function of the input's that ONNX has
+        extra = [_output_padding(n.params, n.args[0].shape, w.shape) for n in (node, twin)]
+        if extra[0] != extra[1]:
+            raise UnsupportedExport("nt.onnx.export: a transposed convolution whose output_size is given has an "
+                                    "output padding that follows the dynamic dims; make them static with dynamic=.")
+        attrs["output_padding"] = extra[0]
+        y = ctx.emit("ConvTranspose", inputs, **attrs)
+    else:
+        y = ctx.emit("Conv", inputs, **attrs)
+    _unmerged(ctx, y, lead, perm, node)
+
+
+def _output_padding(prm: Dict[str, Any], shape: Sequence[int], wshape: Sequence[int]) -> List[int]:
+    spatial = prm["perm"][prm["nb"] + 1:]
+    return [prm["shape"][a] - ((shape[a] - 1) * s - p[0] - p[1] + d * (k - 1) + 1) for a, s, p, d, k in zip(
+        spatial, prm["stride"], prm["padding"], prm["dilation"], wshape[2:])]
+
+
+def _pool(ctx: Context, node: Node, twin: Node) -> None:
+    prm = node.params
+    if prm["at"] is not None:
+        raise UnsupportedExport("nt.onnx.export: max pooling at given offsets (a gradient's) has no ONNX form.")
+    n = len(prm["kernel"])
+    x, perm = node.args[0], prm["perm"]
+    # every dim but the pooled ones merged into ONNX's N, with one channel: (N, 1, *S)
+    h, lead = _merged(ctx, x, perm, n)
+    h = ctx.emit("Unsqueeze", [h, ctx.ints([1])])
+    attrs = dict(kernel_shape=list(prm["kernel"]), strides=list(prm["stride"]), pads=_pads(prm["padding"]),
+                 dilations=list(prm["dilation"]))
+    if prm["mode"] == "max":
+        y = ctx.emit("MaxPool", [h], **attrs)
+    else:  # the padding counts, as in the backend's pool
+        y = ctx.emit("AveragePool", [h], count_include_pad=1, **attrs)
+    _unmerged(ctx, ctx.emit("Squeeze", [y, ctx.ints([1])]), lead, perm, node)
+
+
+def _p_norm(ctx: Context, node: Node, twin: Node) -> None:
+    prm = node.params
+    x, p = node.args[0], float(prm["p"])
+    dtype = node.outputs[0].dtype
+    inputs = [_operand(ctx, x, dtype)] + ([ctx.ints(list(prm["axes"]))] if prm["axes"] is not None else [])
+    keep = int(bool(prm["keepdim"]))
+    if p in (1.0, 2.0):
+        ctx.emit("ReduceL1" if p == 1.0 else "ReduceL2", inputs, [_out(ctx, node)], keepdims=keep)
+    elif p == math.inf:
+        ctx.emit("ReduceMax", [ctx.emit("Abs", [inputs[0]]), *inputs[1:]], [_out(ctx, node)], keepdims=keep)
+    elif p == 0.0:
+        nonzero = ctx.emit("Cast", [ctx.emit("Not", [ctx.emit("Equal", [inputs[0], ctx.scalar(0.0, dtype)])])],
+                           to=onnx_dtype(ctx.onnx, dtype))
+        ctx.emit("ReduceSum", [nonzero, *inputs[1:]], [_out(ctx, node)], keepdims=keep)
+    else:
+        powered = ctx.emit("Pow", [ctx.emit("Abs", [inputs[0]]), ctx.scalar(p, dtype)])
+        total = ctx.emit("ReduceSum", [powered, *inputs[1:]], keepdims=keep)
+        ctx.emit("Pow", [total, ctx.scalar(1.0 / p, dtype)], [_out(ctx, node)])
+
+
 def _class_target(p: Any):
     """The class-index target and the ignored index (or None) that cross-entropy's ``valid`` param was
     derived from: ``reshape(not_equal(target, ignore), ...)``."""
@@ -405,24 +498,34 @@ def _class_target(p: Any):
     return found.get("target"), found.get("ignore")
 
 
+def _nll(ctx: Context, node: Node, twin: Node) -> None:
+    _class_loss(ctx, node, log_softmax=False)
+
+
 def _cross_entropy(ctx: Context, node: Node, twin: Node) -> None:
+    _class_loss(ctx, node, log_softmax=True)
+
+
+def _class_loss(ctx: Context, node: Node, log_softmax: bool) -> None:
+    """Cross-entropy of logits (``log_softmax``) or the negative log-likelihood of log-probabilities, at
+    class indices."""
     prm = node.params
     x, ax = node.args[0], prm["ax"]
     target, ignore = _class_target(prm["valid"] if prm["valid"] is not None else prm["idx"])
     wanted = x.names[:ax] + x.names[ax + 1:]
     if prm["count"] is not None or target is None or tuple(target.names) != tuple(wanted):
         raise UnsupportedExport(
-            f"nt.onnx.export: cross_entropy exports with class indices whose dims are the logits' {x.names} without "
-            f"the class dim, in their order (got {None if target is None else target.names}).")
+            f"nt.onnx.export: {node.op.name} exports with class indices whose dims are the input's {x.names} "
+            f"without the class dim, in their order (got {None if target is None else target.names}).")
     dtype = node.outputs[0].dtype
-    logp = ctx.emit("LogSoftmax", [ctx.value(x)], axis=ax)
+    logp = ctx.emit("LogSoftmax", [ctx.value(x)], axis=ax) if log_softmax else ctx.value(x)
     t = _operand(ctx, target, "int64")
     valid = None if ignore is None else ctx.emit("Not", [ctx.emit("Equal", [t, ctx.int_scalar(ignore)])])
     safe = t if valid is None else ctx.emit("Where", [valid, t, ctx.int_scalar(0)])
     axis = ctx.ints([ax])
     picked = ctx.emit("GatherElements", [logp, ctx.emit("Unsqueeze", [safe, axis])], axis=ax)
     loss = ctx.emit("Neg", [ctx.emit("Squeeze", [picked, axis])])
-    if prm["eps"]:  # label smoothing: (1 - eps) nll + eps mean(-log p) over the classes
+    if prm.get("eps"):  # label smoothing: (1 - eps) nll + eps mean(-log p) over the classes
         smooth = ctx.emit("Neg", [ctx.emit("ReduceMean", [logp, axis], keepdims=0)])
         loss = ctx.emit("Add", [ctx.emit("Mul", [loss, ctx.scalar(1.0 - prm["eps"], dtype)]),
                                 ctx.emit("Mul", [smooth, ctx.scalar(prm["eps"], dtype)])])
@@ -458,7 +561,8 @@ CONVERTERS: Dict[str, Converter] = {
     "_Softmax": _softmax("Softmax"), "_LogSoftmax": _softmax("LogSoftmax"),
     "_Matmul": _matmul, "_Linear": _linear, "_Embedding": _embedding,
     "_LayerNorm": _norm(True), "_RMSNorm": _norm(False), "_Attention": _attention, "_MSELoss": _mse_loss,
-    "_CrossEntropy": _cross_entropy, "_CrossEntropyRows": _cross_entropy,
+    "_CrossEntropy": _cross_entropy, "_CrossEntropyRows": _cross_entropy, "_NLLLoss": _nll,
+    "_Conv": _conv, "_ConvTranspose": _conv, "_Pool": _pool, "_Norm": _p_norm,
 }
 
 #: converters that read sizes from their params through the twin node: the others' params must not change
@@ -472,12 +576,18 @@ def _norm_params(p: Dict[str, Any]) -> tuple:
 
 def _loss_params(p: Dict[str, Any]) -> tuple:
     # the index params are recipes on the target, shaped as the call was: the converter reads the target
-    return p["ax"], p["eps"], p["count"], p["reduction"], p["out_perm"], _class_target(p["valid"])[1]
+    return p["ax"], p.get("eps"), p["count"], p["reduction"], p["out_perm"], _class_target(p["valid"])[1]
+
+
+def _conv_params(p: Dict[str, Any]) -> tuple:
+    # a transposed convolution's output shape follows the input's: the converter reads the output's sizes
+    return tuple(v for k, v in p.items() if k != "shape")
 
 
 #: the part of an op's params that its converter reads, where that is not all of them
 _READS: Dict[str, Callable[[Dict[str, Any]], Any]] = {"_LayerNorm": _norm_params, "_RMSNorm": _norm_params,
-                                                      "_CrossEntropy": _loss_params, "_CrossEntropyRows": _loss_params}
+                                                      "_CrossEntropy": _loss_params, "_CrossEntropyRows": _loss_params,
+                                                      "_NLLLoss": _loss_params, "_ConvTranspose": _conv_params}
 
 
 def convert(ctx: Context, node: Node, twin: Node) -> None:

@@ -46,7 +46,7 @@ def _onnx():
 def _trace(fn: Callable, args: Tuple[Any, ...]) -> Graph:
     leaves, tree = flatten((args, {}))
     try:
-        graph = capture(fn, list(leaves), tree)
+        graph = capture(fn, list(leaves), tree, constants_on="cpu")  # initializers need values
     except Untraceable as e:
         raise UnsupportedExport(f"nt.onnx.export: the function cannot be traced into a graph: {e}.") from None
     fold_constants(graph)
@@ -92,42 +92,64 @@ def _other_sizes(first: Dict[str, int], group: Dict[str, str], graph: Graph) -> 
     return out
 
 
-def _second_trace(fn: Callable, specs: Sequence[Any], first: Graph, dyn: Dict[str, int], explicit: bool):
-    """``(graph, group, second sizes)`` of the trace with other sizes for the dynamic dims.  Each dim gets
-    its own size; where the program fails so, the dims of equal sizes in the specs share one (a mask's
-    ``key`` and a self-attention's ``seq``); and where that fails too and ``dynamic`` was not given, the
-    groups with which it fails stay static (with a warning naming them)."""
+def _converted(onnx, fn: Callable, specs: Sequence[Any], first: Graph, dyn: Dict[str, int], group: Dict[str, str],
+               names_in: List[str]) -> Context:
+    """The nodes of ``first`` converted with a second trace where the dims of ``group`` (each standing for
+    the size of its value's name) take other sizes; raises :class:`UnsupportedExport` where that fails."""
+    second_sizes = _other_sizes(dyn, group, first)
+    new = {n: second_sizes[r] for n, r in group.items()}
+    try:
+        second = _trace(fn, tuple(_respec(t, new) for t in specs))
+    except UnsupportedExport:
+        raise
+    except Exception as e:
+        raise UnsupportedExport(
+            f"nt.onnx.export: the function does not run with other sizes of the dynamic dims "
+            f"({', '.join(f'{n}={k}' for n, k in sorted(new.items()))}), which a model that takes them from its "
+            f"inputs needs: {type(e).__name__}: {e}. Make dims static with dynamic=.") from None
+    _same_structure(first, second)
+    sizes = Sizes({r: dyn[r] for r in second_sizes}, second_sizes, group)
+    ctx = Context(onnx, first, second, sizes, names_in, _parameter_names(fn))
+    for n1, n2 in zip(first.nodes, second.nodes):
+        convert(ctx, n1, n2)
+    for v in first.values:  # constants no node reads first (an output): checked as the others
+        if v.kind in ("external", "constant") and any(v is o for o in first.outputs):
+            ctx.value(v)
+    return ctx
+
+
+def _convert(onnx, fn: Callable, specs: Sequence[Any], first: Graph, dyn: Dict[str, int], explicit: bool,
+             names_in: List[str]):
+    """``(context, group)``: the graph converted with the dynamic dims as dynamic as the function allows.
+    Each dim gets its own size first; where that fails, the dims of equal sizes in the specs share one (a
+    mask's ``key`` and a self-attention's ``seq``); where that fails too and ``dynamic`` was not given,
+    the dims with which it fails (a shape computed by a division, a constant made from a size) stay
+    static, with a warning naming them and why."""
     def attempt(group: Dict[str, str]):
-        sizes = _other_sizes(dyn, group, first)
-        new = {n: sizes[r] for n, r in group.items()}
         try:
-            return _trace(fn, tuple(_respec(t, new) for t in specs)), sizes, None
-        except UnsupportedExport:
-            raise
-        except Exception as e:
-            return None, sizes, e
+            return _converted(onnx, fn, specs, first, dyn, group, names_in), None
+        except UnsupportedExport as e:
+            return None, e
 
     alone = {n: n for n in dyn}
     tied = {n: min(m for m in dyn if dyn[m] == dyn[n]) for n in dyn}
-    graph, sizes, error = attempt(alone)
-    if graph is not None:
-        return graph, alone, sizes
+    ctx, error = attempt(alone)
+    if ctx is not None:
+        return ctx, alone
     if tied != alone:
-        graph, sizes, _ = attempt(tied)
-        if graph is not None:
-            return graph, tied, sizes
-    if not explicit:
-        kept = {r for r in set(tied.values()) if attempt({n: r for n, g in tied.items() if g == r})[0] is not None}
-        group = {n: g for n, g in tied.items() if g in kept}
-        graph, sizes, _ = attempt(group)
-        if graph is not None:
-            warnings.warn(f"nt.onnx.export: the dims {sorted(n for n in dyn if n not in group)} stay static: the "
-                          "function does not run with other sizes of them.", stacklevel=3)
-            return graph, group, sizes
-    raise UnsupportedExport(
-        f"nt.onnx.export: the function does not run with other sizes of the dynamic dims ({', '.join(sorted(dyn))}), "
-        f"which a model that takes them from its inputs needs: {type(error).__name__}: {error}. Make dims static "
-        "with dynamic=.")
+        ctx, _ = attempt(tied)
+        if ctx is not None:
+            return ctx, tied
+    if explicit:
+        raise error
+    kept = {r for r in set(tied.values()) if attempt({n: g for n, g in tied.items() if g == r})[0] is not None}
+    group = {n: g for n, g in tied.items() if g in kept}
+    ctx, _ = attempt(group)
+    if ctx is None:
+        raise error
+    warnings.warn(f"nt.onnx.export: the dims {sorted(n for n in dyn if n not in group)} stay static: {error}",
+                  stacklevel=3)
+    return ctx, group
 
 
 def _respec(t: Any, sizes: Dict[str, int]) -> Any:
@@ -171,9 +193,10 @@ def _argument_names(fn: Any, count: int, given: Optional[Sequence[str]]) -> List
 # ----------------------------------------------------------------------------- the model
 
 
-def _value_info(onnx, name: str, v: Value, sizes: Sequence[Size], group: Dict[str, str]):
-    # a dim of a dynamic size keeps its own name (a mask's key, where key and seq share a size)
-    dims = [s.factor if not s.symbols else n if s == Size(1, (group.get(n),)) else s.label()
+def _value_info(onnx, name: str, v: Value, sizes: Sequence[Optional[Size]], group: Dict[str, str]):
+    # a dim of a dynamic size keeps its own name (a mask's key, where key and seq share a size); a size that
+    # is no product of them (a convolution's output) is left unknown
+    dims = [None if s is None else s.factor if not s.symbols else n if s == Size(1, (group.get(n),)) else s.label()
             for n, s in zip(v.names, sizes)]
     info = onnx.helper.make_tensor_value_info(name, onnx_dtype(onnx, v.dtype), dims)
     info.doc_string = "dims: (" + ", ".join("-" if n is None else n for n in v.names) + ")"
@@ -203,18 +226,13 @@ def export(fn_or_module: Callable, *specs: Any, path: Optional[str] = None, dyna
         fn.eval()
     try:
         first = _trace(fn, specs)
+        tensors = [t for t in specs if isinstance(t, Tensor)]
+        names_in = _argument_names(fn, len(tensors), input_names)
         dyn = _dynamic_dims(specs, first, dynamic)
-        second, group, second_sizes = _second_trace(fn, specs, first, dyn, dynamic is not None)
+        ctx, group = _convert(onnx, fn, specs, first, dyn, dynamic is not None, names_in)
     finally:
         for m, mode in modes or ():
             m.training = mode
-    _same_structure(first, second)
-    tensors = [t for t in specs if isinstance(t, Tensor)]
-    names_in = _argument_names(fn, len(tensors), input_names)
-    sizes = Sizes({r: dyn[r] for r in second_sizes}, second_sizes, group)
-    ctx = Context(onnx, first, second, sizes, names_in, _parameter_names(fn))
-    for n1, n2 in zip(first.nodes, second.nodes):
-        convert(ctx, n1, n2)
     outs = [v for v in first.outputs]
     if not outs or not all(isinstance(v, Value) for v in outs):
         raise UnsupportedExport("nt.onnx.export: the function must return a tensor or a tuple of tensors, got "
@@ -225,8 +243,8 @@ def export(fn_or_module: Callable, *specs: Any, path: Optional[str] = None, dyna
         raise ValueError(f"nt.onnx.export: output_names has {len(output_names)} names for {len(outs)} outputs.")
     for v, name in zip(outs, output_names):
         ctx.emit("Identity", [ctx.value(v)], [name])
-    inputs = [_value_info(onnx, name, v, ctx.sizes(v), group) for v, name in zip(first.inputs, names_in)]
-    outputs = [_value_info(onnx, name, v, ctx.sizes(v), group) for v, name in zip(outs, output_names)]
+    inputs = [_value_info(onnx, name, v, ctx.labels(v), group) for v, name in zip(first.inputs, names_in)]
+    outputs = [_value_info(onnx, name, v, ctx.labels(v), group) for v, name in zip(outs, output_names)]
     graph = onnx.helper.make_graph(ctx.nodes, getattr(fn, "__name__", type(fn).__name__), inputs, outputs,
                                    ctx.initializers)
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", OPSET)],
