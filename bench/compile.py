@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-_OPENBLAS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+from own_env import run_in_own_environment
 HERE = Path(__file__).resolve().parent
 
 
@@ -61,13 +61,9 @@ def _parse() -> argparse.Namespace:
 
 
 ARGS = _parse()
-if not os.environ.get("_NT_BENCH_CHILD"):
-    env = {k: v for k, v in os.environ.items() if k not in _OPENBLAS}
-    env.update(_NT_BENCH_CHILD="1", OPENBLAS_NUM_THREADS=str(ARGS.threads), OMP_NUM_THREADS=str(ARGS.threads))
-    if ARGS.threads == 1:  # XLA's CPU client otherwise runs its operations on a pool of every core
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false "
-                            "intra_op_parallelism_threads=1").strip()
-    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+# on 1 thread, XLA's CPU client would otherwise run its operations on a pool of every core
+run_in_own_environment(ARGS.threads, {"XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false "
+                                                    "intra_op_parallelism_threads=1").strip()} if ARGS.threads == 1 else None)
 
 import numpy as np  # noqa: E402
 

@@ -34,7 +34,7 @@ import argparse
 import os
 import sys
 
-_OPENBLAS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+from own_env import run_in_own_environment
 
 
 def _parse() -> argparse.Namespace:
@@ -53,10 +53,7 @@ def _parse() -> argparse.Namespace:
 
 
 ARGS = _parse()
-if not os.environ.get("_NT_BENCH_CHILD"):
-    env = {k: v for k, v in os.environ.items() if k not in _OPENBLAS}
-    env.update(_NT_BENCH_CHILD="1", OPENBLAS_NUM_THREADS=str(ARGS.threads), OMP_NUM_THREADS=str(ARGS.threads))
-    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+run_in_own_environment(ARGS.threads)
 
 import random  # noqa: E402
 import statistics  # noqa: E402

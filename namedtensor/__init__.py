@@ -69,11 +69,14 @@ from .ops.special_math import heaviside, i0, igamma, igammac, sinc, xlogy
 from .ops.linalg import addbmm, addmv, chain_matmul
 from .ops.helpers import (allclose, clone, from_numpy, frombuffer, get_default_dtype, is_floating_point, is_tensor,
                           isclose, numel, set_default_dtype)
+from .ops.quantize import (QuantizedTensor, fake_quantize_per_channel_affine, fake_quantize_per_tensor_affine, qint8,
+                           quantize_per_channel, quantize_per_tensor, quint8)
 from .tensor import Tensor, install_methods
 from .serialization import load, save
 from . import cuda, data, fft, nn, optim, special  # they build on the Tensor and its methods above
 from . import linalg  # nt.linalg, as torch.linalg
 from . import onnx  # nt.onnx.export (the onnx package is imported when it runs)
+from . import quantization  # nt.quantization: observers, quantized layers, the workflows
 # the Array API namespace, imported so that Tensor.__array_namespace__ finds it; namedtensor.array_api, not nt.array_api
 from . import array_api
 from .interop import from_dlpack, from_xarray, to_pandas, to_xarray
@@ -142,6 +145,9 @@ __all__ = [
     # reductions (and sum, max, min, any, all), sorting
     "mean", "prod", "amax", "amin", "argmax", "argmin", "std", "var", "logsumexp", "norm", "cumsum", "cumprod",
     "softmax", "log_softmax", "sort", "argsort", "topk", "ValuesIndices",
+    # quantization (nt.quantization has the workflows)
+    "QuantizedTensor", "qint8", "quint8", "quantize_per_tensor", "quantize_per_channel",
+    "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
     "median", "nanmedian", "mode", "kthvalue", "std_mean", "var_mean", "cummax", "cummin", "logcumsumexp", "cdist",
     "equal",
     # statistics and counting
@@ -167,5 +173,5 @@ __all__ = [
     "profile", "Profile", "CompiledFunction",
     "set_printoptions", "get_printoptions",
     # subpackages
-    "nn", "optim", "data", "cuda", "testing", "fft", "special", "linalg", "onnx",
+    "nn", "optim", "data", "cuda", "testing", "fft", "special", "linalg", "onnx", "quantization",
 ]

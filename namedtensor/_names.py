@@ -1770,6 +1770,21 @@ def channel_norm(x: Names, dim: Hashable, batch: Hashable, params: Tuple[Optiona
 
 
 @_cache
+def quant_channel(x: Names, dim: Hashable, params: Tuple[Names, ...], op: str) -> int:
+    """Per-channel quantization: the axis of the channel dim ``dim`` (a name or an int) of ``x``, whose
+    scales and zero points (``params``) are one dim each, named like it or unnamed."""
+    ch = axis(x, dim, op)
+    for p in params:
+        if len(p) != 1:
+            raise ValueError(f"{op}: the scales and zero points must have one dim, the channel dim "
+                             f"{_dim_label(x, ch)} of the input {fmt(x)}, got names {fmt(p)}.")
+        if p[0] is not None and x[ch] is not None and p[0] != x[ch]:
+            raise NamesError(f"{op}: scales or zero points named {fmt(p)} meet the channel dim {_dim_label(x, ch)} "
+                             f"of the input {fmt(x)}; name them like it (or pass dim= naming their dim).")
+    return ch
+
+
+@_cache
 def match_spec(names: Names, spec: Tuple) -> Optional[Tuple[int, ...]]:
     """Match a tensor's names against a declared spec (:mod:`namedtensor.checking`).
 

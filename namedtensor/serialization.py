@@ -1,6 +1,7 @@
 """Checkpoints: ``nt.save(obj, path)`` and ``nt.load(path)``, in the safetensors format.
 
-What can be saved: a Tensor, or dicts (``str`` or ``int`` keys), lists and tuples nesting Tensors
+What can be saved: a Tensor (or a :class:`~namedtensor.QuantizedTensor`: its integers, names and
+quantization parameters), or dicts (``str`` or ``int`` keys), lists and tuples nesting Tensors
 and plain values (``int``, ``float``, ``bool``, ``str``, ``None``), at most 100 containers deep: a
 ``Module.state_dict()`` (flat ``"layer.weight"`` keys), an optimizer's state dict (``int`` keys, lists
 of hyperparameter dicts), or both in one dict.  Loading gives back the same structure: key types,
@@ -20,7 +21,8 @@ The file is a plain safetensors file, so other tools read the arrays
 * ``__metadata__["namedtensor"]`` is a JSON document: ``{"format": "namedtensor", "version": 2,
   "names": {key: [dim names]}, "dtypes": {key: safetensors dtype}, "shapes": {key: shape},
   "crc32": {key: CRC-32 of the tensor's bytes}, "structure": ...}`` where the structure is a tree of
-  tagged nodes (``{"tensor": key}``, ``{"dict": [[key, node], ...]}``, ``{"list": [...]}``,
+  tagged nodes (``{"tensor": key}``, ``{"quantized": [dtype, channel axis or null, integers, scale,
+  zero point]}``, ``{"dict": [[key, node], ...]}``, ``{"list": [...]}``,
   ``{"tuple": [...]}``, ``{"value": v}``, and ``{"float": "nan" | "inf" | "-inf"}`` since JSON has no
   such numbers); ``__metadata__["namedtensor_crc32"]`` is the document's own CRC-32.  Every byte
   that decides a tensor is covered: the data by their CRC-32, the names and the structure by the
@@ -59,7 +61,10 @@ from typing import Any, Dict, List, Tuple, Union
 from . import _dtypes, _names, backends
 from ._atomic_file import write_atomically
 from ._internal import backend_of, wrap
+from .ops.quantize import QuantizedTensor, qint8, quint8
 from .tensor import Tensor
+
+_QDTYPES = {q.name: q for q in (qint8, quint8)}
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -147,6 +152,14 @@ def _encode(x: Any, path: tuple, slots: list, seen: Dict[int, int], open_: set) 
             seen[id(x)] = len(slots)
             slots.append((path, x))
         return {"tensor": seen[id(x)]}
+    if isinstance(x, QuantizedTensor):
+        if x.qscheme() == "per_tensor_affine":
+            dim, scale, zero = None, x.q_scale(), x.q_zero_point()
+        else:
+            dim, scale, zero = x.q_per_channel_axis(), x.q_per_channel_scales(), x.q_per_channel_zero_points()
+        parts = [_encode(v, path + (k,), slots, seen, open_) for k, v in
+                 (("int_repr", x.int_repr()), ("scale", scale), ("zero_point", zero))]
+        return {"quantized": [x.dtype.name, dim, *parts]}
     if x is None:
         return {"value": None}
     if isinstance(x, str):
@@ -209,6 +222,9 @@ def _with_keys(node: Any, keys: List[str]) -> Any:
         return {"tensor": keys[node["tensor"]]}
     if "dict" in node:
         return {"dict": [[k, _with_keys(v, keys)] for k, v in node["dict"]]}
+    if "quantized" in node:
+        dtype, dim, *parts = node["quantized"]
+        return {"quantized": [dtype, dim, *(_with_keys(v, keys) for v in parts)]}
     for kind in ("list", "tuple"):
         if kind in node:
             return {kind: [_with_keys(v, keys) for v in node[kind]]}
@@ -456,6 +472,15 @@ def _decode(node: Any, tensors: dict, used: set, path: str) -> Any:
     if kind in ("list", "tuple") and isinstance(v, list):
         items = [_decode(x, tensors, used, path) for x in v]
         return items if kind == "list" else tuple(items)
+    if kind == "quantized" and isinstance(v, list) and len(v) == 5 and v[0] in _QDTYPES and (
+            v[1] is None or (isinstance(v[1], int) and not isinstance(v[1], bool))):
+        stored, scale, zero = (_decode(x, tensors, used, path) for x in v[2:])
+        per_tensor = v[1] is None
+        if (not isinstance(stored, Tensor) or stored.dtype is not _QDTYPES[v[0]].storage
+                or isinstance(scale, Tensor) == per_tensor or isinstance(zero, Tensor) == per_tensor
+                or (not per_tensor and not 0 <= v[1] < stored.ndim)):
+            raise _bad(path, "its namedtensor structure has a malformed quantized tensor")
+        return QuantizedTensor(stored, scale, zero, v[1], _QDTYPES[v[0]])
     if kind == "dict" and isinstance(v, list):
         out = {}
         for item in v:

@@ -167,8 +167,8 @@ def test_only_public_names_are_attributes():
     assert sorted((BUILTIN_NAMED | LAYERS) - public) == []
     private = sorted(n for n, module in found.items() if n.startswith("_") and not n.startswith("__") and not module)
     assert private == [], "private helpers left in namedtensor's namespace"
-    assert sorted(n for n in nt.__all__ if found[n]) == ["cuda", "data", "fft", "linalg", "nn", "onnx", "optim", "special",
-                                                         "testing"]
+    assert sorted(n for n in nt.__all__ if found[n]) == ["cuda", "data", "fft", "linalg", "nn", "onnx", "optim",
+                                                         "quantization", "special", "testing"]
     assert isinstance(nt.tensor(1.0), nt.Tensor)  # nt.tensor is the factory, not the module namedtensor.tensor
 
 

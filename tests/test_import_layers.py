@@ -29,7 +29,7 @@ LAYERS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
     (4, ("autograd.engine", "autograd")),
     (5, ("nn", "nn.*", "optim", "optim.*")),
     (6, ("data", "distributed", "distributed.*", "serialization", "interop", "display", "numpy_protocols",
-         "checking", "tracing", "profiler", "compiler", "compiler.*", "onnx", "onnx.*", "cuda", "testing", "testing.*", "demo",
+         "checking", "tracing", "profiler", "compiler", "compiler.*", "onnx", "onnx.*", "quantization", "quantization.*", "cuda", "testing", "testing.*", "demo",
          "array_api", "array_api.*", "linalg", "fft", "special",
          "")),
 )

@@ -21,7 +21,7 @@ PACKAGE = Path(namedtensor.__file__).parent
 
 #: the modules above ops: subpackages and single modules, relative to the package
 UPPER = ("nn", "optim", "distributed", "testing", "serialization.py", "data.py", "interop.py", "display.py",
-         "cuda.py", "checking.py", "tracing.py", "profiler.py", "compiler", "numpy_protocols.py", "onnx")
+         "cuda.py", "checking.py", "tracing.py", "profiler.py", "compiler", "numpy_protocols.py", "onnx", "quantization")
 
 #: private modules whose public names (or, for ``_internal``, all names) any module may use
 OPEN_MODULES = frozenset({"_names", "_dtypes", "_internal", "_atomic_file"})

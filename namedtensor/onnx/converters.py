@@ -545,6 +545,76 @@ def _class_loss(ctx: Context, node: Node, log_softmax: bool) -> None:
     ctx.emit("Div", [total, count], [_out(ctx, node)])  # all ignored: 0 / 0, NaN, as in PyTorch
 
 
+# ----------------------------------------------------------------------------- quantization
+
+#: the ONNX type of the integers of a quantized range, which QuantizeLinear saturates to
+_RANGES = {(-128, 127): "int8", (0, 255): "uint8"}
+
+
+def _qparam(ctx: Context, p: Any, dtype: str) -> str:
+    """A scale (``dtype`` float32) or zero point (``dtype`` int8/uint8): a number or a traced 1-D tensor."""
+    if isinstance(p, Value):
+        return ctx.emit("Cast", [ctx.value(p)], to=onnx_dtype(ctx.onnx, dtype))
+    return ctx.scalar(int(p) if dtype != "float32" else float(p), dtype)
+
+
+def _storage(node: Node, qmin: int, qmax: int) -> str:
+    kind = _RANGES.get((qmin, qmax))
+    if kind is None:
+        raise UnsupportedExport(f"nt.onnx.export: {node.op.name} to the range [{qmin}, {qmax}] has no ONNX form: "
+                                "QuantizeLinear saturates to the full int8 or uint8 range.")
+    return kind
+
+
+def _quantize(ctx: Context, node: Node, twin: Node) -> None:
+    prm = node.params
+    x, scale, zero = node.args
+    kind = _storage(node, prm["qmin"], prm["qmax"])
+    axis = {} if prm["axis"] is None else {"axis": prm["axis"]}
+    q = ctx.emit("QuantizeLinear", [_operand(ctx, x, "float32"), _qparam(ctx, scale, "float32"),
+                                    _qparam(ctx, zero, kind)], **axis)
+    if node.op.__name__ == "_FakeQuantize":
+        d = ctx.emit("DequantizeLinear", [q, _qparam(ctx, scale, "float32"), _qparam(ctx, zero, kind)], **axis)
+        q = d if x.dtype == "float32" else ctx.emit("Cast", [d], to=onnx_dtype(ctx.onnx, x.dtype))
+    ctx.emit("Identity", [q], [_out(ctx, node)])
+
+
+def _dequantize(ctx: Context, node: Node, twin: Node) -> None:
+    q, scale, zero = node.args
+    axis = {} if node.params["axis"] is None else {"axis": node.params["axis"]}
+    ctx.emit("DequantizeLinear", [ctx.value(q), _qparam(ctx, scale, "float32"), _qparam(ctx, zero, q.dtype)],
+             [_out(ctx, node)], **axis)
+
+
+def _quantized_linear(ctx: Context, node: Node, twin: Node) -> None:
+    """Dynamic: DynamicQuantizeLinear and MatMulInteger (ONNX Runtime fuses them into its int8 kernel).
+    Static: the QDQ form, QuantizeLinear/DequantizeLinear around the input and DequantizeLinear of the
+    int8 weight before a MatMul, which ONNX Runtime runs as an int8 product."""
+    prm = node.params
+    x, w, w_scale, w_zero = node.args[:4]
+    bias = node.args[4] if len(node.args) > 4 else None
+    ax, ndim = prm["ax"], len(x.shape)
+    order = [d for d in range(ndim) if d != ax] + [ax]
+    rows = _transpose(ctx, _operand(ctx, x, "float32"), order)
+    w_t = ctx.emit("Transpose", [ctx.value(w)], perm=[1, 0])  # (in, out): folded into the initializer by ORT
+    per_channel = isinstance(w_scale, Value)
+    if prm["x_scale"] is None:
+        xq, xs, xz = (ctx.fresh("dql") for _ in range(3))
+        ctx.emit("DynamicQuantizeLinear", [rows], [xq, xs, xz])
+        acc = ctx.emit("MatMulInteger", [xq, w_t, xz, _qparam(ctx, w_zero, "int8")])
+        y = ctx.emit("Mul", [ctx.emit("Cast", [acc], to=ctx.onnx.TensorProto.FLOAT),
+                             ctx.emit("Mul", [xs, _qparam(ctx, w_scale, "float32")])])
+    else:
+        xs, xz = ctx.scalar(float(prm["x_scale"]), "float32"), ctx.scalar(int(prm["x_zero"]), "uint8")
+        xd = ctx.emit("DequantizeLinear", [ctx.emit("QuantizeLinear", [rows, xs, xz]), xs, xz])
+        wd = ctx.emit("DequantizeLinear", [w_t, _qparam(ctx, w_scale, "float32"), _qparam(ctx, w_zero, "int8")],
+                      **({"axis": 1} if per_channel else {}))
+        y = ctx.emit("MatMul", [xd, wd])
+    if bias is not None:
+        y = ctx.emit("Add", [y, _operand(ctx, bias, "float32")])
+    ctx.emit("Identity", [_transpose(ctx, y, _inverse(order))], [_out(ctx, node)])
+
+
 # ----------------------------------------------------------------------------- the table
 
 CONVERTERS: Dict[str, Converter] = {
@@ -563,6 +633,8 @@ CONVERTERS: Dict[str, Converter] = {
     "_LayerNorm": _norm(True), "_RMSNorm": _norm(False), "_Attention": _attention, "_MSELoss": _mse_loss,
     "_CrossEntropy": _cross_entropy, "_CrossEntropyRows": _cross_entropy, "_NLLLoss": _nll,
     "_Conv": _conv, "_ConvTranspose": _conv, "_Pool": _pool, "_Norm": _p_norm,
+    "_Quantize": _quantize, "_FakeQuantize": _quantize, "_Dequantize": _dequantize,
+    "_QuantizedLinear": _quantized_linear,
 }
 
 #: converters that read sizes from their params through the twin node: the others' params must not change

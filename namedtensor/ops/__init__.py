@@ -53,6 +53,8 @@ module             ops
 ``sets``           ``unique unique_consecutive nonzero argwhere searchsorted``
 ``bitwise``        ``bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift``
                    ``bitwise_right_shift nextafter``, the operators ``& | ^ ~ << >>``
+``quantize``       ``quantize_per_tensor quantize_per_channel QuantizedTensor`` and fake
+                   quantization (functions only; ``nt.quantization`` builds on them)
 =================  ===========================================================
 
 The fused families have no methods; :mod:`namedtensor.nn.functional` re-exports them.  ``rearrange``'s
