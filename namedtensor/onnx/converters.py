@@ -545,6 +545,32 @@ def _class_loss(ctx: Context, node: Node, log_softmax: bool) -> None:
     ctx.emit("Div", [total, count], [_out(ctx, node)])  # all ignored: 0 / 0, NaN, as in PyTorch
 
 
+def _soft_cross_entropy(ctx: Context, node: Node, twin: Node) -> None:
+    """Cross-entropy of class probabilities: ``lse(x) * sum(q) - sum(q * x)`` over the classes (with label
+    smoothing, ``q`` mixed with the uniform distribution), averaged over every other element for "mean"."""
+    prm = node.params
+    x, q = node.args
+    ax, eps, dtype = prm["ax"], prm["eps"], node.outputs[0].dtype
+    xv = ctx.value(x)
+    qv = ctx.value(q) if prm["perm"] is None else ctx.emit("Transpose", [ctx.value(q)], perm=list(prm["perm"]))
+    axis = ctx.ints([ax])
+    lse = ctx.emit("ReduceLogSumExp", [xv, axis], keepdims=1)
+    qx = ctx.emit("ReduceSum", [ctx.emit("Mul", [qv, xv]), axis], keepdims=1)
+    mass = ctx.emit("ReduceSum", [qv, axis], keepdims=1)
+    if eps:
+        mean = ctx.emit("ReduceMean", [xv, axis], keepdims=1)
+        qx = ctx.emit("Add", [ctx.emit("Mul", [qx, ctx.scalar(1.0 - eps, dtype)]),
+                              ctx.emit("Mul", [mean, ctx.scalar(eps, dtype)])])
+        mass = ctx.emit("Add", [ctx.emit("Mul", [mass, ctx.scalar(1.0 - eps, dtype)]), ctx.scalar(eps, dtype)])
+    loss = ctx.emit("Squeeze", [ctx.emit("Sub", [ctx.emit("Mul", [lse, mass]), qx]), axis])
+    reduction = prm["reduction"]
+    if reduction == "none":
+        out = loss if prm["out_perm"] is None else ctx.emit("Transpose", [loss], perm=list(prm["out_perm"]))
+        ctx.emit("Identity", [out], [_out(ctx, node)])
+    else:
+        ctx.emit("ReduceSum" if reduction == "sum" else "ReduceMean", [loss], [_out(ctx, node)], keepdims=0)
+
+
 # ----------------------------------------------------------------------------- quantization
 
 #: the ONNX type of the integers of a quantized range, which QuantizeLinear saturates to
@@ -633,7 +659,7 @@ CONVERTERS: Dict[str, Converter] = {
     "_LayerNorm": _norm(True), "_RMSNorm": _norm(False), "_Attention": _attention, "_MSELoss": _mse_loss,
     "_CrossEntropy": _cross_entropy, "_CrossEntropyRows": _cross_entropy, "_NLLLoss": _nll,
     "_Conv": _conv, "_ConvTranspose": _conv, "_Pool": _pool, "_Norm": _p_norm,
-    "_Quantize": _quantize, "_FakeQuantize": _quantize, "_Dequantize": _dequantize,
+    "_SoftCrossEntropy": _soft_cross_entropy, "_Quantize": _quantize, "_FakeQuantize": _quantize, "_Dequantize": _dequantize,
     "_QuantizedLinear": _quantized_linear,
 }
 
@@ -659,7 +685,10 @@ def _conv_params(p: Dict[str, Any]) -> tuple:
 #: the part of an op's params that its converter reads, where that is not all of them
 _READS: Dict[str, Callable[[Dict[str, Any]], Any]] = {"_LayerNorm": _norm_params, "_RMSNorm": _norm_params,
                                                       "_CrossEntropy": _loss_params, "_CrossEntropyRows": _loss_params,
-                                                      "_NLLLoss": _loss_params, "_ConvTranspose": _conv_params}
+                                                      "_NLLLoss": _loss_params, "_ConvTranspose": _conv_params,
+                                                      # its count is the elements a mean divides by: ReduceMean's
+                                                      "_SoftCrossEntropy": lambda p: (p["ax"], p["perm"], p["eps"],
+                                                                                      p["reduction"], p["out_perm"])}
 
 
 def convert(ctx: Context, node: Node, twin: Node) -> None:

@@ -214,9 +214,11 @@ def export(fn_or_module: Callable, *specs: Any, path: Optional[str] = None, dyna
     ``input_names``), the outputs ``output`` (``output0``, ``output1``... for several, or ``output_names``).
 
     ``dynamic``: the dims (by name) whose sizes the model takes from its inputs when it runs; by default
-    every named dim of the tensor arguments that no parameter has.  They appear in the model as symbolic
-    dims of those names, and the metadata ``namedtensor.dims`` lists every input's and output's dim names.
-    Ops without an ONNX form raise :class:`UnsupportedExport` naming the op.
+    every named dim of the tensor arguments that no parameter or constant has, as far as the function
+    allows (a dim with which it does not run or export at other sizes stays static, with a warning that
+    says why; given explicitly, such a dim is an error).  They appear in the model as symbolic dims of
+    those names, and the metadata ``namedtensor.dims`` lists every input's and output's dim names.  Ops
+    without an ONNX form raise :class:`UnsupportedExport` naming the op.
     """
     onnx = _onnx()
     fn = fn_or_module
