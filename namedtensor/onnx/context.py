@@ -116,7 +116,7 @@ class Context:
         """:meth:`sizes`, with None for a size that is no product of dynamic dims (the model's inputs and
         outputs show such a dim as unknown)."""
         out = []
-        for d, (a, b) in enumerate(zip(v.shape, self.twin(v).shape)):
+        for a, b in zip(v.shape, self.twin(v).shape):
             try:
                 out.append(self.size(a, b, lambda: ""))
             except UnsupportedExport:
