@@ -278,8 +278,8 @@ def test_mse_loss_exports(reduction):
 
 
 def test_an_op_without_a_conversion_is_named():
-    with pytest.raises(UnsupportedExport, match="the op 'cumsum' .on .batch=2, seq=5, embed=16. float32. has no ONNX"):
-        nt.onnx.export(lambda x: x.cumsum("seq"), x_spec())
+    with pytest.raises(UnsupportedExport, match="the op 'argsort' .on .batch=2, seq=5, embed=16. float32. has no ONNX"):
+        nt.onnx.export(lambda x: x.sort("seq").values, x_spec())
 
 
 def test_numbers_and_branches_that_follow_a_dynamic_dim_are_refused():
@@ -466,3 +466,23 @@ def test_every_layer_exports(name):
     want = want if isinstance(want, tuple) else (want,)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w.detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("how", ["amax", "amin keepdim", "prod", "logsumexp", "argmax", "argmin", "cumsum", "var",
+                                 "std", "cat", "stack", "flip", "getitem", "index_select", "max with indices",
+                                 "max's indices"])
+def test_reductions_scans_joins_and_indexing_export(how):
+    idx = nt.spec({"k": 3}, dtype=nt.int64)
+    fns = {
+        "amax": lambda x, i: x.amax("embed"), "amin keepdim": lambda x, i: x.amin("seq", keepdim=True),
+        "prod": lambda x, i: (x * 0.1 + 1).prod("embed"), "logsumexp": lambda x, i: x.logsumexp("embed"),
+        "argmax": lambda x, i: x.argmax("embed"), "argmin": lambda x, i: x.argmin("seq"),
+        "cumsum": lambda x, i: x.cumsum("seq"), "var": lambda x, i: x.var(("batch", "seq")),
+        "std": lambda x, i: x.std("embed"), "cat": lambda x, i: nt.cat([x, x * 2], "seq"),
+        "stack": lambda x, i: nt.stack([x, -x], "pair"), "flip": lambda x, i: x.flip("seq"),
+        "getitem": lambda x, i: x[{"seq": slice(1, None, 2), "embed": -1}].sum("seq") + x[..., 0:3].sum(("seq", "embed")),
+        "index_select": lambda x, i: x.index_select("embed", i),
+        "max with indices": lambda x, i: x.max("embed").values,
+        "max's indices": lambda x, i: x.max("embed").indices.to(nt.float32),
+    }
+    check(fns[how], [x_spec(), idx], sizes=({}, {"batch": 3, "seq": 9}), high=16)

@@ -248,6 +248,111 @@ def _softmax(op_type: str) -> Converter:
     return convert
 
 
+def _reduce_extreme(ctx: Context, node: Node, twin: Node) -> None:
+    """amax, amin: ReduceMax or ReduceMin (``largest`` says which)."""
+    axes = node.params["axes"]
+    inputs = [ctx.value(node.args[0])] + ([ctx.ints(list(axes))] if axes is not None else [])
+    ctx.emit("ReduceMax" if node.params["largest"] else "ReduceMin", inputs, [_out(ctx, node)],
+             keepdims=int(bool(node.params["keepdim"])))
+
+
+def _arg_extreme(ctx: Context, node: Node, twin: Node) -> None:
+    """argmax, argmin: the first index of the extreme, as NumPy gives."""
+    prm = node.params
+    ctx.emit("ArgMax" if prm["largest"] else "ArgMin", [ctx.value(node.args[0])], [_out(ctx, node)],
+             axis=prm["axis"], keepdims=int(bool(prm["keepdim"])), select_last_index=0)
+
+
+def _cumsum(ctx: Context, node: Node, twin: Node) -> None:
+    prm = node.params
+    ctx.emit("CumSum", [_operand(ctx, node.args[0], node.outputs[0].dtype), ctx.int_scalar(prm["axis"])],
+             [_out(ctx, node)], exclusive=int(bool(prm["exclusive"])), reverse=int(bool(prm["reverse"])))
+
+
+def _var(ctx: Context, node: Node, twin: Node) -> None:
+    """``sum((x - mean)^2) / (n - correction)`` over the axes, ``n`` their sizes' product read at run time."""
+    prm = node.params
+    dtype = node.outputs[0].dtype
+    x = _operand(ctx, node.args[0], dtype)
+    axes = list(prm["axes"]) if prm["axes"] is not None else list(range(len(node.args[0].shape)))
+    axis = ctx.ints(axes)
+    centered = ctx.emit("Sub", [x, ctx.emit("ReduceMean", [x, axis], keepdims=1)])
+    total = ctx.emit("ReduceSumSquare", [centered, axis], keepdims=int(bool(prm["keepdim"])))
+    count = ctx.emit("ReduceProd", [ctx.emit("Gather", [ctx.emit("Shape", [x]), axis], axis=0)], keepdims=0)
+    count = ctx.emit("Cast", [count], to=onnx_dtype(ctx.onnx, dtype))
+    ctx.emit("Div", [total, ctx.emit("Sub", [count, ctx.scalar(float(prm["correction"]), dtype)])], [_out(ctx, node)])
+
+
+def _cat(ctx: Context, node: Node, twin: Node) -> None:
+    dtype = node.outputs[0].dtype
+    parts = [_operand(ctx, a, dtype) for a in node.args]
+    if node.op.__name__ == "_Stack":
+        parts = [ctx.emit("Unsqueeze", [p, ctx.ints([node.params["axis"]])]) for p in parts]
+    ctx.emit("Concat", parts, [_out(ctx, node)], axis=node.params["axis"])
+
+
+def _flip(ctx: Context, node: Node, twin: Node) -> None:
+    axes = list(node.params["axes"])
+    n = len(axes)
+    ctx.emit("Slice", [ctx.value(node.args[0]), ctx.ints([-1] * n), ctx.ints([-(2 ** 63)] * n), ctx.ints(axes),
+                       ctx.ints([-1] * n)], [_out(ctx, node)])
+
+
+def _basic_key(ctx: Context, node: Node, x: str, ndim: int) -> None:
+    """``x[key]`` for a key of ints, slices and one ``...``: a Slice of the sliced dims, then a Squeeze of
+    those an int took."""
+    key = list(node.params["key"])
+    if any(k is None or not isinstance(k, (int, slice, type(Ellipsis))) or isinstance(k, bool) for k in key):
+        raise UnsupportedExport(f"nt.onnx.export: the index {tuple(key)} has no ONNX form here (ints, slices and "
+                                "... export; new dims and index arrays do not).")
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key[at:at + 1] = [slice(None)] * (ndim - len(key) + 1)
+    starts, ends, axes, steps, squeeze = [], [], [], [], []
+    for d, k in enumerate(key):
+        if isinstance(k, int):
+            starts.append(k)
+            ends.append(k + 1 if k != -1 else 2 ** 63 - 1)
+            steps.append(1)
+            squeeze.append(d)
+        elif k != slice(None):
+            step = 1 if k.step is None else k.step
+            starts.append(k.start if k.start is not None else (0 if step > 0 else -1))
+            ends.append(k.stop if k.stop is not None else (2 ** 63 - 1 if step > 0 else -(2 ** 63)))
+            steps.append(step)
+        else:
+            continue
+        axes.append(d)
+    y = x
+    if axes:
+        y = ctx.emit("Slice", [x, ctx.ints(starts), ctx.ints(ends), ctx.ints(axes), ctx.ints(steps)])
+    if squeeze:
+        y = ctx.emit("Squeeze", [y, ctx.ints(squeeze)])
+    ctx.emit("Identity", [y], [_out(ctx, node)])
+
+
+def _getitem(ctx: Context, node: Node, twin: Node) -> None:
+    _basic_key(ctx, node, ctx.value(node.args[0]), len(node.args[0].shape))
+
+
+def _index_select(ctx: Context, node: Node, twin: Node) -> None:
+    """``x[..., index, ...]`` with one 1-D index array among full slices: a Gather along its axis."""
+    key = node.params["key"]
+    arrays = [d for d, k in enumerate(key) if isinstance(k, ArrayOf)]
+    if len(arrays) != 1 or any(k != slice(None) for d, k in enumerate(key) if d != arrays[0]):
+        raise UnsupportedExport(f"nt.onnx.export: the index {key} has no ONNX form here (one index array along a dim "
+                                "exports).")
+    ctx.emit("Gather", [ctx.value(node.args[0]), ctx.value(key[arrays[0]].value)], [_out(ctx, node)], axis=arrays[0])
+
+
+def _gather(ctx: Context, node: Node, twin: Node) -> None:
+    prm = node.params
+    if prm["crop"] is not None or not isinstance(prm["index"], ArrayOf):
+        raise UnsupportedExport("nt.onnx.export: a gather whose index is cropped or computed has no ONNX form here.")
+    ctx.emit("GatherElements", [ctx.value(node.args[0]), ctx.value(prm["index"].value)], [_out(ctx, node)],
+             axis=prm["ax"])
+
+
 def _matmul(ctx: Context, node: Node, twin: Node) -> None:
     dtype = node.outputs[0].dtype
     ctx.emit("MatMul", [_operand(ctx, a, dtype) for a in node.args], [_out(ctx, node)])
@@ -653,7 +758,10 @@ CONVERTERS: Dict[str, Converter] = {
     "_LogicalNot": _logical("Not"), "_Isnan": _test("IsNaN"), "_Isinf": _test("IsInf"), "_Isfinite": _isfinite,
     "_Ne": _not_equal, "_Where": _where, "_Clip": _clip, "_Gelu": _gelu("none"), "_GeluTanh": _gelu("tanh"),
     "_Rename": _identity, "_Reshape": _reshape, "_Permute": _permute, "_Align": _align, "_Cast": _cast, "_CastNoGrad": _cast,
-    "_Sum": _reduce("ReduceSum"), "_Mean": _reduce("ReduceMean"),
+    "_Sum": _reduce("ReduceSum"), "_Mean": _reduce("ReduceMean"), "_Prod": _reduce("ReduceProd"),
+    "_LogSumExp": _reduce("ReduceLogSumExp"), "_Amax": _reduce_extreme, "_Amin": _reduce_extreme,
+    "_Argmax": _arg_extreme, "_Cumsum": _cumsum, "_Var": _var, "_Cat": _cat, "_Stack": _cat, "_Flip": _flip,
+    "_GetItem": _getitem, "_IndexSelect": _index_select, "_Gather": _gather,
     "_Softmax": _softmax("Softmax"), "_LogSoftmax": _softmax("LogSoftmax"),
     "_Matmul": _matmul, "_Linear": _linear, "_Embedding": _embedding,
     "_LayerNorm": _norm(True), "_RMSNorm": _norm(False), "_Attention": _attention, "_MSELoss": _mse_loss,
