@@ -124,6 +124,16 @@ def test_dims_that_a_parameter_has_or_that_dynamic_leaves_out_are_static():
         nt.onnx.export(layer, x_spec(), dynamic=("time",))
 
 
+def test_inputs_are_named_after_the_parameters_the_tensors_take():
+    def scaled(factor, x, y):  # a number first: fixed in the graph, not an input
+        return x * factor + y
+
+    model = nt.onnx.export(scaled, 2.5, x_spec(), x_spec())
+    assert [i.name for i in model.graph.input] == ["x", "y"]
+    a, b = inputs_like([x_spec(), x_spec()], {"seq": 4})
+    np.testing.assert_allclose(run(model, {"x": a, "y": b})[0], (a * 2.5 + b).numpy(), rtol=1e-6)
+
+
 def test_the_model_is_written_to_path_and_names_can_be_given(tmp_path):
     path = tmp_path / "layer.onnx"
     model = nt.onnx.export(lambda x, y: (x + y, x * y), x_spec(), x_spec(), path=str(path), input_names=["a", "b"],

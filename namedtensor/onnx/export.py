@@ -176,10 +176,13 @@ def _parameter_names(fn: Any) -> Dict[int, str]:
     return names
 
 
-def _argument_names(fn: Any, count: int, given: Optional[Sequence[str]]) -> List[str]:
+def _argument_names(fn: Any, specs: Sequence[Any], given: Optional[Sequence[str]]) -> List[str]:
+    """The model's input names: ``given``, else the names of the function's parameters that the tensor
+    arguments take (``input0``, ``input1``... where the signature does not say)."""
+    at = [k for k, t in enumerate(specs) if isinstance(t, Tensor)]
     if given is not None:
-        if len(given) != count:
-            raise ValueError(f"nt.onnx.export: input_names has {len(given)} names for {count} tensor inputs.")
+        if len(given) != len(at):
+            raise ValueError(f"nt.onnx.export: input_names has {len(given)} names for {len(at)} tensor inputs.")
         return list(given)
     target = fn.forward if isinstance(fn, Module) else fn
     try:
@@ -187,7 +190,7 @@ def _argument_names(fn: Any, count: int, given: Optional[Sequence[str]]) -> List
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = []
-    return params[:count] if len(params) >= count else [f"input{k}" for k in range(count)]
+    return [params[k] for k in at] if len(params) >= len(specs) else [f"input{n}" for n in range(len(at))]
 
 
 # ----------------------------------------------------------------------------- the model
@@ -228,8 +231,7 @@ def export(fn_or_module: Callable, *specs: Any, path: Optional[str] = None, dyna
         fn.eval()
     try:
         first = _trace(fn, specs)
-        tensors = [t for t in specs if isinstance(t, Tensor)]
-        names_in = _argument_names(fn, len(tensors), input_names)
+        names_in = _argument_names(fn, specs, input_names)
         dyn = _dynamic_dims(specs, first, dynamic)
         ctx, group = _convert(onnx, fn, specs, first, dyn, dynamic is not None, names_in)
     finally:
