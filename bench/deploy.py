@@ -6,8 +6,8 @@ steps, its checkpoint), then:
 
 * ``eager``: namedtensor, float32, the model itself;
 * ``ORT float32``: ``nt.onnx.export(model, ...)`` run by ONNX Runtime;
-* ``ORT int8 dynamic``: ``nt.quantization.quantize_dynamic(model)`` exported (DynamicQuantizeLinear +
-  MatMulInteger, which ONNX Runtime fuses into its int8 kernel);
+* ``ORT int8 dynamic``: ``nt.quantization.quantize_dynamic(model)`` exported (QDQ form, the input
+  quantized by DynamicQuantizeLinear);
 * ``ORT int8 static``: ``prepare`` -> 20 calibration batches of the training data -> ``convert``,
   exported in QDQ form.
 
@@ -139,7 +139,7 @@ def main() -> None:
     print("| run | held-out token accuracy | model file | latency, batch 1 (ms) | throughput, batch 64 (seq/s) |")
     print("|---|---|---|---|---|")
     for name in ("eager", *sessions):
-        size = "-" if name == "eager" else f"{sizes[name] / 1024:.0f} KiB ({sizes[name] / float_size:.3f}x)"
+        size = "-" if name == "eager" else f"{sizes[name] / 1024:.0f} KiB ({sizes[name] / float_size:.4f}x)"
         print(f"| {name} | {acc[name]:.4f} | {size} | {latency[name] * 1e3:.3f} | {64 / batch[name]:,.0f} |")
 
 

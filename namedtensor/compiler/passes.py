@@ -140,21 +140,27 @@ def fold_constants(graph: Graph) -> int:
 _PASS_THROUGH = frozenset({"add", "sub"})
 
 
+def _readers(graph: Graph) -> Dict[int, List[int]]:
+    """Each value's readers (by id): the positions of the nodes that read it, in order, each once."""
+    readers: Dict[int, List[int]] = {}
+    for i, n in enumerate(graph.nodes):
+        for v in {v.id: v for v in n.values_read()}.values():
+            readers.setdefault(v.id, []).append(i)
+    return readers
+
+
 def split_biases(graph: Graph, fusible: Callable[[Node], bool], add: type) -> int:
     """Make each linear layer whose bias lies along the output's last dim and whose output one
     ``fusible`` node alone reads (not returned, not an add) compute without its bias, followed by a node
     of ``add`` (the elementwise add's Op class) adding it, which fusion then joins to that reader.
     Returns how many."""
-    readers: Dict[int, List[Node]] = {}
-    for n in graph.nodes:
-        for v in {v.id: v for v in n.values_read()}.values():
-            readers.setdefault(v.id, []).append(n)
+    readers = _readers(graph)
     returned = {v.id for v in graph.outputs if isinstance(v, Value)}
     out: List[Node] = []
     count = 0
     for n in graph.nodes:
         y = n.outputs[0]
-        reads = readers.get(y.id, [])
+        reads = [graph.nodes[i] for i in readers.get(y.id, [])]
         if (n.op.name == "linear" and len(n.args) == 3 and isinstance(n.args[2], Value) and not n.params["t"]
                 and n.params["ax"] == len(y.shape) - 1 and y.id not in returned and len(reads) == 1
                 and fusible(reads[0]) and reads[0].op.name not in _PASS_THROUGH):
@@ -185,12 +191,9 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
     only result is its last value, read by nothing but the next node, takes that node in too when
     ``absorbs`` it (a sum or mean, a softmax along the last dim): the intermediate is then never stored.
     Returns the number of groups made."""
-    readers: Dict[int, int] = {}
-    counts: Dict[int, int] = {}
-    for i, n in enumerate(graph.nodes):
-        for v in {v.id: v for v in n.values_read()}.values():
-            readers[v.id] = max(readers.get(v.id, -1), i)
-            counts[v.id] = counts.get(v.id, 0) + 1
+    positions = _readers(graph)
+    readers = {k: p[-1] for k, p in positions.items()}  # each value's last reader
+    counts = {k: len(p) for k, p in positions.items()}
     returned = {v.id for v in graph.outputs if isinstance(v, Value)}
     out: List[Node] = []
     groups = 0
@@ -340,6 +343,7 @@ def fuse_residual_norms(graph: Graph, add: type, after_add: Dict[type, type]) ->
     last): one node of ``after_add[the norm's op]`` in the add's place, returning the sum and its norm.
     The norm's other arguments (weight, bias) must exist before the add.  Returns how many."""
     position = {id(n): i for i, n in enumerate(graph.nodes)}
+    readers = _readers(graph)
 
     def before(v: Any, i: int) -> bool:
         return not isinstance(v, Value) or v.kind != "op" or position[id(v.source)] < i
@@ -347,22 +351,23 @@ def fuse_residual_norms(graph: Graph, add: type, after_add: Dict[type, type]) ->
     joined: Dict[int, Node] = {}  # the add's position -> the node replacing it
     dropped = set()
     for i, n in enumerate(graph.nodes):
-        if n.op is not add or len(n.args) != 2 or i in dropped:
+        if n.op is not add or len(n.args) != 2:
             continue
         h = n.outputs[0]
         if not all(isinstance(a, Value) and (a.names, a.shape, a.dtype) == (h.names, h.shape, h.dtype)
                    for a in n.args):
             continue
-        norm = next((m for m in graph.nodes[i + 1:] if m.op in after_add and m.args and m.args[0] is h
+        norm = next((j for j in readers.get(h.id, []) if (m := graph.nodes[j]).op in after_add and m.args[0] is h
                      and m.params.get("rows") is not None and m.params["plan"].rows is not None
                      and all(before(a, i) for a in m.args[1:])), None)
         if norm is None:
             continue
-        y = norm.outputs[0]
-        node = Node(after_add[norm.op], n.args + norm.args[1:], norm.params, (h, y), (h.names, y.names))
+        m = graph.nodes[norm]
+        y = m.outputs[0]
+        node = Node(after_add[m.op], n.args + m.args[1:], m.params, (h, y), (h.names, y.names))
         h.source = y.source = node
         joined[i] = node
-        dropped.add(position[id(norm)])
+        dropped.add(norm)
     graph.nodes = [joined.get(i, n) for i, n in enumerate(graph.nodes) if i not in dropped]
     return len(joined)
 

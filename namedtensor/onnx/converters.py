@@ -15,7 +15,7 @@ numbers in an op take the dtype of its tensor operand, as NumPy 2's weak scalars
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..compiler.ir import ArrayOf, Derived, Node, Value
 from .context import Context, UnsupportedExport, onnx_dtype
@@ -228,14 +228,18 @@ def _cast(ctx: Context, node: Node, twin: Node) -> None:
 # ----------------------------------------------------------------------------- reductions, products, layers
 
 
-def _reduce(op_type: str) -> Converter:
+def _reduce(op_type: Union[str, Tuple[str, str]]) -> Converter:
+    """A reduction over the ``axes`` param (None: all); a pair of op types is (largest, smallest), chosen by
+    the ``largest`` param (amax, amin)."""
+
     def convert(ctx: Context, node: Node, twin: Node) -> None:
         x = node.args[0]
         axes = node.params["axes"]
+        kind = op_type if isinstance(op_type, str) else op_type[0 if node.params["largest"] else 1]
         inputs = [_operand(ctx, x, node.outputs[0].dtype)]
         if axes is not None:
             inputs.append(ctx.ints(list(axes)))
-        ctx.emit(op_type, inputs, [_out(ctx, node)], keepdims=int(bool(node.params["keepdim"])))
+        ctx.emit(kind, inputs, [_out(ctx, node)], keepdims=int(bool(node.params["keepdim"])))
 
     return convert
 
@@ -246,14 +250,6 @@ def _softmax(op_type: str) -> Converter:
                  axis=node.params["axis"])
 
     return convert
-
-
-def _reduce_extreme(ctx: Context, node: Node, twin: Node) -> None:
-    """amax, amin: ReduceMax or ReduceMin (``largest`` says which)."""
-    axes = node.params["axes"]
-    inputs = [ctx.value(node.args[0])] + ([ctx.ints(list(axes))] if axes is not None else [])
-    ctx.emit("ReduceMax" if node.params["largest"] else "ReduceMin", inputs, [_out(ctx, node)],
-             keepdims=int(bool(node.params["keepdim"])))
 
 
 def _arg_extreme(ctx: Context, node: Node, twin: Node) -> None:
@@ -481,15 +477,23 @@ def _attention(ctx: Context, node: Node, twin: Node) -> None:
     ctx.emit("Identity", [_transpose(ctx, out, _inverse(prm["q_src"]))], [_out(ctx, node)])
 
 
+def _loss_out(ctx: Context, node: Node, loss: str, out_perm: Optional[Sequence[int]] = None,
+              count: Optional[str] = None) -> None:
+    """A loss's per-element values reduced as the ``reduction`` param says into the node's output: "none"
+    (laid out by ``out_perm``), "sum", or "mean" (divided by ``count`` where given, else by their number)."""
+    reduction = node.params["reduction"]
+    if reduction == "none":
+        ctx.emit("Identity", [_transpose(ctx, loss, out_perm) if out_perm is not None else loss], [_out(ctx, node)])
+    elif reduction == "mean" and count is not None:
+        ctx.emit("Div", [ctx.emit("ReduceSum", [loss], keepdims=0), count], [_out(ctx, node)])
+    else:
+        ctx.emit("ReduceSum" if reduction == "sum" else "ReduceMean", [loss], [_out(ctx, node)], keepdims=0)
+
+
 def _mse_loss(ctx: Context, node: Node, twin: Node) -> None:
     dtype = node.outputs[0].dtype
     d = ctx.emit("Sub", [_operand(ctx, a, dtype) for a in node.args])
-    sq = ctx.emit("Mul", [d, d])
-    reduction = node.params["reduction"]
-    if reduction == "none":
-        ctx.emit("Identity", [sq], [_out(ctx, node)])
-    else:
-        ctx.emit("ReduceSum" if reduction == "sum" else "ReduceMean", [sq], [_out(ctx, node)], keepdims=0)
+    _loss_out(ctx, node, ctx.emit("Mul", [d, d]))
 
 
 def _merged(ctx: Context, x: Value, perm: Sequence[int], keep: int) -> tuple:
@@ -634,20 +638,12 @@ def _class_loss(ctx: Context, node: Node, log_softmax: bool) -> None:
         smooth = ctx.emit("Neg", [ctx.emit("ReduceMean", [logp, axis], keepdims=0)])
         loss = ctx.emit("Add", [ctx.emit("Mul", [loss, ctx.scalar(1.0 - prm["eps"], dtype)]),
                                 ctx.emit("Mul", [smooth, ctx.scalar(prm["eps"], dtype)])])
+    count = None
     if valid is not None:
         loss = ctx.emit("Where", [valid, loss, ctx.scalar(0.0, dtype)])
-    reduction = prm["reduction"]
-    if reduction == "none":
-        out = loss if prm["out_perm"] is None else ctx.emit("Transpose", [loss], perm=list(prm["out_perm"]))
-        ctx.emit("Identity", [out], [_out(ctx, node)])
-        return
-    total = ctx.emit("ReduceSum", [loss], keepdims=0)
-    if reduction == "sum":
-        ctx.emit("Identity", [total], [_out(ctx, node)])
-        return
-    count = (ctx.emit("Cast", [ctx.emit("Size", [t])], to=onnx_dtype(ctx.onnx, dtype)) if valid is None else
-             ctx.emit("ReduceSum", [ctx.emit("Cast", [valid], to=onnx_dtype(ctx.onnx, dtype))], keepdims=0))
-    ctx.emit("Div", [total, count], [_out(ctx, node)])  # all ignored: 0 / 0, NaN, as in PyTorch
+        # a mean is over the targets that count; all ignored: 0 / 0, NaN, as in PyTorch
+        count = ctx.emit("ReduceSum", [ctx.emit("Cast", [valid], to=onnx_dtype(ctx.onnx, dtype))], keepdims=0)
+    _loss_out(ctx, node, loss, prm["out_perm"], count)
 
 
 def _soft_cross_entropy(ctx: Context, node: Node, twin: Node) -> None:
@@ -667,13 +663,8 @@ def _soft_cross_entropy(ctx: Context, node: Node, twin: Node) -> None:
         qx = ctx.emit("Add", [ctx.emit("Mul", [qx, ctx.scalar(1.0 - eps, dtype)]),
                               ctx.emit("Mul", [mean, ctx.scalar(eps, dtype)])])
         mass = ctx.emit("Add", [ctx.emit("Mul", [mass, ctx.scalar(1.0 - eps, dtype)]), ctx.scalar(eps, dtype)])
-    loss = ctx.emit("Squeeze", [ctx.emit("Sub", [ctx.emit("Mul", [lse, mass]), qx]), axis])
-    reduction = prm["reduction"]
-    if reduction == "none":
-        out = loss if prm["out_perm"] is None else ctx.emit("Transpose", [loss], perm=list(prm["out_perm"]))
-        ctx.emit("Identity", [out], [_out(ctx, node)])
-    else:
-        ctx.emit("ReduceSum" if reduction == "sum" else "ReduceMean", [loss], [_out(ctx, node)], keepdims=0)
+    _loss_out(ctx, node, ctx.emit("Squeeze", [ctx.emit("Sub", [ctx.emit("Mul", [lse, mass]), qx]), axis]),
+              prm["out_perm"])
 
 
 # ----------------------------------------------------------------------------- quantization
@@ -718,29 +709,26 @@ def _dequantize(ctx: Context, node: Node, twin: Node) -> None:
 
 
 def _quantized_linear(ctx: Context, node: Node, twin: Node) -> None:
-    """Dynamic: DynamicQuantizeLinear and MatMulInteger (ONNX Runtime fuses them into its int8 kernel).
-    Static: the QDQ form, QuantizeLinear/DequantizeLinear around the input and DequantizeLinear of the
-    int8 weight before a MatMul, which ONNX Runtime runs as an int8 product."""
+    """The QDQ form, which ONNX Runtime runs as an int8 product: the input quantized and dequantized again
+    (by DynamicQuantizeLinear for a dynamic layer, by QuantizeLinear with the layer's scale and zero point
+    for a static one) and the int8 weight dequantized (per output channel where it is quantized so),
+    before a MatMul."""
     prm = node.params
     x, w, w_scale, w_zero = node.args[:4]
     bias = node.args[4] if len(node.args) > 4 else None
     ax, ndim = prm["ax"], len(x.shape)
     order = [d for d in range(ndim) if d != ax] + [ax]
     rows = _transpose(ctx, _operand(ctx, x, "float32"), order)
-    w_t = ctx.emit("Transpose", [ctx.value(w)], perm=[1, 0])  # (in, out): folded into the initializer by ORT
-    per_channel = isinstance(w_scale, Value)
     if prm["x_scale"] is None:
         xq, xs, xz = (ctx.fresh("dql") for _ in range(3))
         ctx.emit("DynamicQuantizeLinear", [rows], [xq, xs, xz])
-        acc = ctx.emit("MatMulInteger", [xq, w_t, xz, _qparam(ctx, w_zero, "int8")])
-        y = ctx.emit("Mul", [ctx.emit("Cast", [acc], to=ctx.onnx.TensorProto.FLOAT),
-                             ctx.emit("Mul", [xs, _qparam(ctx, w_scale, "float32")])])
     else:
         xs, xz = ctx.scalar(float(prm["x_scale"]), "float32"), ctx.scalar(int(prm["x_zero"]), "uint8")
-        xd = ctx.emit("DequantizeLinear", [ctx.emit("QuantizeLinear", [rows, xs, xz]), xs, xz])
-        wd = ctx.emit("DequantizeLinear", [w_t, _qparam(ctx, w_scale, "float32"), _qparam(ctx, w_zero, "int8")],
-                      **({"axis": 1} if per_channel else {}))
-        y = ctx.emit("MatMul", [xd, wd])
+        xq = ctx.emit("QuantizeLinear", [rows, xs, xz])
+    w_t = ctx.emit("Transpose", [ctx.value(w)], perm=[1, 0])  # (in, out): folded into the initializer by ORT
+    wd = ctx.emit("DequantizeLinear", [w_t, _qparam(ctx, w_scale, "float32"), _qparam(ctx, w_zero, "int8")],
+                  **({"axis": 1} if isinstance(w_scale, Value) else {}))
+    y = ctx.emit("MatMul", [ctx.emit("DequantizeLinear", [xq, xs, xz]), wd])
     if bias is not None:
         y = ctx.emit("Add", [y, _operand(ctx, bias, "float32")])
     ctx.emit("Identity", [_transpose(ctx, y, _inverse(order))], [_out(ctx, node)])
@@ -759,7 +747,8 @@ CONVERTERS: Dict[str, Converter] = {
     "_Ne": _not_equal, "_Where": _where, "_Clip": _clip, "_Gelu": _gelu("none"), "_GeluTanh": _gelu("tanh"),
     "_Rename": _identity, "_Reshape": _reshape, "_Permute": _permute, "_Align": _align, "_Cast": _cast, "_CastNoGrad": _cast,
     "_Sum": _reduce("ReduceSum"), "_Mean": _reduce("ReduceMean"), "_Prod": _reduce("ReduceProd"),
-    "_LogSumExp": _reduce("ReduceLogSumExp"), "_Amax": _reduce_extreme, "_Amin": _reduce_extreme,
+    "_LogSumExp": _reduce("ReduceLogSumExp"), "_Amax": _reduce(("ReduceMax", "ReduceMin")),
+    "_Amin": _reduce(("ReduceMax", "ReduceMin")),
     "_Argmax": _arg_extreme, "_Cumsum": _cumsum, "_Var": _var, "_Cat": _cat, "_Stack": _cat, "_Flip": _flip,
     "_GetItem": _getitem, "_IndexSelect": _index_select, "_Gather": _gather,
     "_Softmax": _softmax("Softmax"), "_LogSoftmax": _softmax("LogSoftmax"),

@@ -17,6 +17,7 @@ dtype, with PyTorch's straight-through gradient: ``g`` where ``round(x / scale) 
 
 from __future__ import annotations
 
+import math
 from typing import Any, Hashable, NamedTuple, Optional, Tuple, Union
 
 from .. import _dtypes, _names
@@ -24,6 +25,7 @@ from ..autograd.graph import Op, apply
 from ..tensor import Tensor
 from ._common import tensor_arg
 from ._fused import require_floating
+from .dense import _Linear
 
 __all__ = ["QDType", "qint8", "quint8", "QuantizedTensor", "quantize_per_tensor", "quantize_per_channel",
            "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine", "quantized_linear"]
@@ -74,7 +76,7 @@ def _along(B, p, axis: Optional[int], ndim: int):
     return B.reshape(p, tuple(-1 if d == axis else 1 for d in range(ndim)))
 
 
-def _quantized(B, x, scale, zero_point, axis, qmin, qmax):
+def _quantized(B, x, scale, zero_point, axis):
     """``round(x / scale) + zero_point``, unclamped, in x's float dtype."""
     s, z = _along(B, scale, axis, x.ndim), _along(B, zero_point, axis, x.ndim)
     return B.add(B.round(B.divide(x, s)), z)
@@ -86,7 +88,7 @@ class _Quantize(Op):
 
     @staticmethod
     def forward(B, x, scale, zero_point, *, axis, qmin, qmax, storage):
-        q = B.clip(_quantized(B, x, scale, zero_point, axis, qmin, qmax), qmin, qmax)
+        q = B.clip(_quantized(B, x, scale, zero_point, axis), qmin, qmax)
         return B.astype(q, B.native(storage))
 
 
@@ -107,7 +109,7 @@ class _FakeQuantize(Op):
 
     @staticmethod
     def forward(B, x, scale, zero_point, *, axis, qmin, qmax):
-        q = _quantized(B, x, scale, zero_point, axis, qmin, qmax)
+        q = _quantized(B, x, scale, zero_point, axis)
         inside = B.logical_and(B.greater_equal(q, qmin), B.less_equal(q, qmax))
         s, z = _along(B, scale, axis, x.ndim), _along(B, zero_point, axis, x.ndim)
         y = B.multiply(B.subtract(B.clip(q, qmin, qmax), z), s)
@@ -216,15 +218,20 @@ class QuantizedTensor:
         return self._scale.to(_dtypes.float32), self._zero_point.to(_dtypes.float32)
 
     def __repr__(self) -> str:
-        values = repr(self.dequantize())
-        head, _, _ = values.rpartition(")")
+        from ..backends.formatting import format_values
+
+        t = self.dequantize()
+        body = "..." if self.device == "meta" else format_values(t._B.to_numpy(t.array), indent=len("tensor("))
+        parts = [f"tensor({body}", f"names={_names.fmt(self.names)}", f"shape={self.shape}", f"dtype={self._dtype!r}"]
+        if self.device != "cpu":
+            parts.append(f"device={self.device!r}")
+        parts.append(f"quantization_scheme={self.qscheme()}")
         if self._dim is None:
-            params = f"scale={self._scale!r}, zero_point={self._zero_point!r}"
+            parts += [f"scale={self._scale!r}", f"zero_point={self._zero_point!r}"]
         else:
-            params = f"dim={self.q_per_channel_dim()!r}, scales={self._scale.tolist()!r}, " \
-                     f"zero_points={self._zero_point.tolist()!r}"
-        head = head.replace("dtype=nt.float32", f"dtype={self._dtype!r}")
-        return f"{head}, quantization_scheme={self.qscheme()}, {params})"
+            parts += [f"dim={self.q_per_channel_dim()!r}", f"scales={self._scale.tolist()!r}",
+                      f"zero_points={self._zero_point.tolist()!r}"]
+        return ", ".join(parts) + ")"
 
 
 def _checked(input: Tensor, op: str) -> Tensor:
@@ -310,36 +317,27 @@ class _QuantizedLinear(Op):
 
     @staticmethod
     def forward(B, x, w_q, w_scale, w_zero, b=None, *, ax, x_scale, x_zero):
-        shape = tuple(x.shape)
         f32 = B.native(_dtypes.float32)
-        rows = B.reshape(B.permute_dims(x, tuple(d for d in range(len(shape)) if d != ax) + (ax,)), (-1, shape[ax]))
-        rows = B.astype(rows, f32)
+        x = B.astype(x, f32)
         if x_scale is None:  # the range of this input, widened to hold 0 (arrays: a dry run traces them too)
             zero = B.zeros((), dtype=f32)
-            lo = B.minimum(B.min(rows, axis=None), zero) if rows.shape[0] else zero
-            hi = B.maximum(B.max(rows, axis=None), zero) if rows.shape[0] else zero
+            lo = B.minimum(B.min(x, axis=None), zero) if math.prod(x.shape) else zero
+            hi = B.maximum(B.max(x, axis=None), zero) if math.prod(x.shape) else zero
             span = B.divide(B.subtract(hi, lo), f32.type(255.0))
             x_scale = B.where(B.equal(span, zero), B.ones((), dtype=f32), span)
             x_zero = B.clip(B.round(B.divide(B.negative(lo), x_scale)), 0, 255)
         else:
             x_scale, x_zero = f32.type(x_scale), f32.type(x_zero)
-        xq = B.clip(B.add(B.round(B.divide(rows, x_scale)), x_zero), 0, 255)
-        work = f32 if shape[ax] <= _EXACT_F32 else B.native(_dtypes.float64)
-        a = B.astype(B.subtract(xq, x_zero), work)
+        xq = B.clip(B.add(B.round(B.divide(x, x_scale)), x_zero), 0, 255)
+        work = f32 if x.shape[ax] <= _EXACT_F32 else B.native(_dtypes.float64)
         per_channel = hasattr(w_scale, "shape")
         zero = B.reshape(B.astype(w_zero, work), (-1, 1)) if per_channel else work.type(w_zero)
-        w = B.subtract(B.astype(w_q, work), zero)
-        acc = B.matmul(a, B.permute_dims(w, (1, 0)))
-        factor = B.astype(B.multiply(B.astype(w_scale, work) if per_channel else work.type(w_scale),
-                                     B.astype(x_scale, work)), work)
-        y = B.astype(B.multiply(acc, factor), f32)
-        if b is not None:
-            y = B.add(y, B.astype(b, f32))
-        out = tuple(n for d, n in enumerate(shape) if d != ax) + (w_q.shape[0],)
-        y = B.reshape(y, out)
-        back = list(range(len(shape) - 1))
-        back.insert(ax, len(shape) - 1)
-        return B.permute_dims(y, tuple(back))
+        # the integers, centred, multiplied as the float layer multiplies (its layouts, its products)
+        acc = _Linear.forward(B, B.astype(B.subtract(xq, x_zero), work), B.subtract(B.astype(w_q, work), zero),
+                              ax=ax, t=False)
+        scale = B.multiply(B.astype(w_scale, work) if per_channel else work.type(w_scale), B.astype(x_scale, work))
+        y = B.astype(B.multiply(acc, _along(B, scale, ax if per_channel else None, len(x.shape))), f32)
+        return y if b is None else B.add(y, _along(B, B.astype(b, f32), ax, len(x.shape)))
 
 
 def quantized_linear(input: Tensor, weight: QuantizedTensor, bias: Optional[Tensor] = None, *, dim: Hashable = None,

@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterable, Optional, Type, Union
 from ..nn import Linear, Module
 from ..ops.quantize import as_qdtype, qint8
 from .modules import DynamicQuantizedLinear, ObservedLinear, QATLinear, QuantizedLinear, quantize_weight
-from .observers import (FakeQuantize, QConfig, default_dynamic_qconfig, default_qat_qconfig, default_qconfig)
+from .observers import FakeQuantize, QConfig, default_dynamic_qconfig, default_qat_qconfig, default_qconfig
 
 __all__ = ["quantize_dynamic", "prepare", "prepare_qat", "convert"]
 
@@ -113,13 +113,9 @@ def convert(model: Module, inplace: bool = False) -> Module:
 
     def make(m: Module, _config: QConfig) -> QuantizedLinear:
         scale, zero = m.activation_post_process.calculate_qparams()
-        if isinstance(m, QATLinear):
-            weight_observer = m.weight_fake_quant.activation_post_process
-            weight = quantize_weight(m.weight, type(weight_observer)(
-                **{k: getattr(weight_observer, k) for k in ("dtype", "qscheme", "quant_min", "quant_max", "eps")},
-                **({"dim": weight_observer.dim} if hasattr(weight_observer, "dim") else {})))
-        else:
-            weight = quantize_weight(m.weight, m.qconfig.weight())
+        # a fresh weight observer of the qconfig (a QAT one is its fake quantizer's) sees the final weight
+        observer = m.qconfig.weight()
+        weight = quantize_weight(m.weight, getattr(observer, "activation_post_process", observer))
         return QuantizedLinear(m, weight, float(scale.item()), int(zero.item()))
 
     return _swapped(model, make, _STAGED, (ObservedLinear, QATLinear))
