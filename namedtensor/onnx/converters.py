@@ -760,10 +760,6 @@ CONVERTERS: Dict[str, Converter] = {
     "_QuantizedLinear": _quantized_linear,
 }
 
-#: converters that read sizes from their params through the twin node: the others' params must not change
-_SIZED = frozenset({"_Reshape", "_Embedding"})
-
-
 def _norm_params(p: Dict[str, Any]) -> tuple:
     plan = p["plan"]  # its sizes (n, keep, bshape) are not read: the ONNX ops take them from the input
     return plan.axes, plan.others, plan.wperm, plan.bperm, p["eps"]
@@ -779,8 +775,11 @@ def _conv_params(p: Dict[str, Any]) -> tuple:
     return tuple(v for k, v in p.items() if k != "shape")
 
 
-#: the part of an op's params that its converter reads, where that is not all of them
+#: the part of an op's params that must be the same in both traces, where that is not all of them: the
+#: rest holds sizes, which the converter reads through the twin node (``ctx.size``) or off the tensors
 _READS: Dict[str, Callable[[Dict[str, Any]], Any]] = {"_LayerNorm": _norm_params, "_RMSNorm": _norm_params,
+                                                      "_Reshape": lambda p: (),
+                                                      "_Embedding": lambda p: (p["wax"], p["padding"]),
                                                       "_CrossEntropy": _loss_params, "_CrossEntropyRows": _loss_params,
                                                       "_NLLLoss": _loss_params, "_ConvTranspose": _conv_params,
                                                       # its count is the elements a mean divides by: ReduceMean's
@@ -798,7 +797,7 @@ def convert(ctx: Context, node: Node, twin: Node) -> None:
         raise UnsupportedExport(f"nt.onnx.export: the op {node.op.name!r} (on {shapes or 'no tensors'}) has no ONNX "
                                 "conversion yet; the ops that export are listed in nt.onnx.converters.CONVERTERS.")
     reads = _READS.get(name, lambda p: p)
-    if name not in _SIZED and not (_same(reads(node.params), reads(twin.params)) and _same(node.args, twin.args)):
+    if not (_same(reads(node.params), reads(twin.params)) and _same(node.args, twin.args)):
         raise UnsupportedExport(
             f"nt.onnx.export: the op {node.op.name!r} has params that change with the sizes of the dynamic dims "
             f"({node.params} with the given sizes); make those dims static with dynamic=.")
