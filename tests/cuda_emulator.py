@@ -17,6 +17,10 @@ Each launch's arguments are checked against the kernel's parameters (an array fo
 a scalar of the parameter's size for the rest), which CuPy does not check.  ElementwiseKernel
 bodies run in a plain loop.
 
+Sources generated at run time (``nt.compile``'s kernels: a RawModule of ``extern "C"`` kernels, an
+ElementwiseKernel whose body is not one of :data:`namedtensor.backends.cuda_kernels.ELEMENTWISE`) are
+built the same way, each into a library of its own (:func:`build_generated`).
+
 :class:`FakeCupy` stands in for the few CuPy calls :mod:`namedtensor.backends.cuda_kernels`
 makes (``empty`` fills with NaN, so an unwritten output shows; ``RawModule``, ``ElementwiseKernel``,
 device attributes) on host memory, so its launchers run unchanged: grids, blocks, tables and all.
@@ -301,10 +305,44 @@ def _elementwise_part() -> str:
 def build(workdir: Path) -> ctypes.CDLL:
     """Compile every kernel source and the elementwise bodies into one shared library under ``workdir``
     (kept there, named by a hash of its source, for the next runs)."""
+    return _compile(workdir, PRELUDE + "".join(_kernel_part(src) for src in ck.TEMPLATES) + _elementwise_part() + LAUNCH)
+
+
+_C_TYPES = {"float32": "float", "float64": "double", "bool": "bool"}  # CuPy's param types as C types
+
+
+def _generated_kernels_part(code: str, names) -> str:
+    """A RawModule's ``extern "C"`` kernels ``names`` and their registration."""
+    reg = [f'    nt_emu::registry()["{n}"] = +[](unsigned g, unsigned bx, unsigned by, size_t s, void** a, int na, '
+           f"const int* kinds) {{ return nt_emu::launch(&{n}, g, bx, by, s, a, na, kinds); }};" for n in names]
+    return f"{code}\nstatic bool nt_generated_registered = [] {{\n" + "\n".join(reg) + "\n    return true;\n}();\n"
+
+
+def _generated_elementwise_part(in_params: str, out_params: str, body: str) -> str:
+    """An ElementwiseKernel's body in a loop over the elements, as ``extern "C" nt_elementwise``."""
+    lines = ['extern "C" void nt_elementwise(void** a, long long n) {', "    for (long long i = 0; i < n; ++i) {"]
+    params = _params(in_params) + _params(out_params)
+    for k, (typ, var) in enumerate(_params(in_params)):
+        lines.append(f"        const {_C_TYPES[typ]} {var} = static_cast<const {_C_TYPES[typ]}*>(a[{k}])[i];")
+    lines += [f"        {_C_TYPES[typ]} {var};" for typ, var in _params(out_params)]
+    lines.append("        { " + body.replace("\n", "\n          ") + " }")
+    lines += [f"        static_cast<{_C_TYPES[typ]}*>(a[{k}])[i] = {var};"
+              for k, (typ, var) in enumerate(params) if k >= len(_params(in_params))]
+    return "\n".join(lines + ["    }", "}"]) + "\n"
+
+
+def build_generated(workdir: Path, code: str = "", names=(), elementwise=None) -> ctypes.CDLL:
+    """A library of generated kernels: ``code``'s ``extern "C"`` kernels ``names`` (launched through
+    ``nt_emu_launch``), or an ElementwiseKernel's ``(in_params, out_params, body)`` as ``nt_elementwise``."""
+    part = _generated_kernels_part(code, names) if elementwise is None else _generated_elementwise_part(*elementwise)
+    return _compile(workdir, PRELUDE + part + LAUNCH)
+
+
+def _compile(workdir: Path, unit: str) -> ctypes.CDLL:
+    """``unit`` compiled into a shared library under ``workdir`` (kept there, named by a hash of its source)."""
     gxx = shutil.which("g++")
     if gxx is None:
         raise RuntimeError("g++ not found")
-    unit = PRELUDE + "".join(_kernel_part(src) for src in ck.TEMPLATES) + _elementwise_part() + LAUNCH
     asan = ["-fsanitize=address", "-fno-omit-frame-pointer"] if os.environ.get("NT_CUDA_EMULATOR_ASAN") else []
     lib = workdir / f"nt_emu_{hashlib.sha256((unit + ' '.join(asan)).encode()).hexdigest()[:16]}.so"
     if not lib.exists():
@@ -414,6 +452,23 @@ class _Elementwise:
         return outs[0] if self.n_out == 1 else tuple(outs)
 
 
+class _GeneratedElementwise:
+    """An ElementwiseKernel of a generated body: the inputs broadcast and converted to their params' types."""
+
+    def __init__(self, dll, in_params, out_params):
+        self.fn = dll.nt_elementwise
+        self.ins = [np.dtype(t) for t, _ in _params(in_params)]
+        self.outs = [np.dtype(t) for t, _ in _params(out_params)]
+
+    def __call__(self, *inputs):
+        assert len(inputs) == len(self.ins)
+        arrays = [np.ascontiguousarray(a, dtype=d) for a, d in zip(np.broadcast_arrays(*map(np.asarray, inputs)), self.ins)]
+        outs = [_emu(np.empty(arrays[0].shape, d)) for d in self.outs]
+        ptrs = (ctypes.c_void_p * len(arrays + outs))(*[a.ctypes.data for a in arrays + outs])
+        self.fn(ptrs, ctypes.c_longlong(arrays[0].size))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
 class _Device:
     def __init__(self, dev=0):
         # small on purpose: the launchers size some grids by it
@@ -423,8 +478,9 @@ class _Device:
 class FakeCupy:
     """The CuPy calls :mod:`namedtensor.backends.cuda_kernels` makes, on host memory and the emulator."""
 
-    def __init__(self, dll):
+    def __init__(self, dll, workdir: Path = None):
         self._dll = dll
+        self._workdir = workdir or default_workdir()
 
         class runtime:
             @staticmethod
@@ -457,10 +513,16 @@ class FakeCupy:
         return _emu(np.zeros(shape, dtype))
 
     def RawModule(self, code: str, name_expressions=(), options=()):
-        return _RawModule(self._dll, code, name_expressions)
+        if name_expressions:  # a template of cuda_kernels: built into the library already
+            return _RawModule(self._dll, code, name_expressions)
+        names = re.findall(r'extern "C" __global__ void (\w+)\(', code)
+        return _RawModule(build_generated(self._workdir, code, names), code, names)
 
     def ElementwiseKernel(self, in_params, out_params, body, name):
-        return _Elementwise(self._dll, in_params, out_params, body, name)
+        if name in ck.ELEMENTWISE:
+            return _Elementwise(self._dll, in_params, out_params, body, name)
+        return _GeneratedElementwise(build_generated(self._workdir, elementwise=(in_params, out_params, body)),
+                                     in_params, out_params)
 
 
 def default_workdir() -> Path:

@@ -29,15 +29,20 @@ def mlp_tail(x, w):
     return (h * h).sum("d"), h
 
 
-def cuda_chains(fn, *args):
-    """The fused chains of ``fn``'s graph as a GPU would fuse them (traced on the CPU)."""
+def cuda_fused_nodes(fn, *args):
+    """The nodes of fused chains in ``fn``'s graph as a GPU would fuse them (traced on the CPU)."""
     from namedtensor.compiler import api, capture, passes
 
     leaves, tree = capture.flatten((args, {}))
     graph = capture.capture(fn, list(leaves), tree)
     kernels = lambda *a: ({"cupy": None}, {})  # stand-ins: only the chains are wanted
-    passes.fuse_elementwise(graph, api.fusible_on("cupy"), kernels, absorbs=api.absorbs_on("cupy"))
-    return [(n.op.chain, [v.dtype for v in n.args]) for n in graph.nodes if hasattr(n.op, "chain")]
+    passes.fuse_elementwise(graph, api.fusible_on("cupy"), kernels, absorbs=api.absorbs)
+    return [n for n in graph.nodes if hasattr(n.op, "chain")]
+
+
+def cuda_chains(fn, *args):
+    """The fused chains of ``fn``'s graph as a GPU would fuse them, with their inputs' dtypes."""
+    return [(n.op.chain, [v.dtype for v in n.args]) for n in cuda_fused_nodes(fn, *args)]
 
 
 def program(cf):
@@ -410,6 +415,16 @@ def test_nan_and_inf_follow_numpy_in_kernels():
     x = nt.tensor(np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.0], "float64"), names=("a",))
     fn = lambda x: (nt.maximum(x, 0.5) + nt.minimum(x, -0.5), x.relu() * 1.0, (x / 0.0) + 0, (x * 2).sqrt() * 1)
     _, got = compiled_quietly(fn, x)
+    for g, e in zip(got, fn(x)):
+        np.testing.assert_array_equal(g.numpy(), e.numpy())
+
+
+def test_infinite_and_nan_numbers_in_a_chain():
+    pytest.importorskip("numba")
+    x = nt.tensor(np.array([1.0, -2.0, 3.0, 0.0], "float32"), names=("a",))
+    fn = lambda x: (nt.where(x > 0, x * 2, -np.inf) + 1, nt.where(x > 0, x * 2, np.nan) + np.inf)
+    cf, got = compiled_quietly(fn, x)
+    assert any(n.op.name.startswith("fused[") for n in program(cf).graph.nodes)
     for g, e in zip(got, fn(x)):
         np.testing.assert_array_equal(g.numpy(), e.numpy())
 
@@ -1030,16 +1045,18 @@ def test_a_softmax_kernel_gives_nan_and_masked_rows_as_numpy_does():
         assert_close(got, want, rtol=1e-12, atol=1e-12)  # NaNs where NumPy has them
 
 
-def test_a_softmax_along_another_dim_or_on_the_gpu_stays_its_own_op():
+def test_a_softmax_along_another_dim_stays_its_own_op():
     pytest.importorskip("numba")
     s = rnd(3, 6, 9, names=("head", "query", "key"))
     fn = lambda s: (s * 0.3).softmax("query")
     cf, got = compiled_quietly(fn, s)
     assert [n.op.name for n in program(cf).graph.nodes] == ["mul", "softmax"]
     assert_close(got, fn(s), rtol=1e-6, atol=1e-6)
-    # the CUDA code generator has no softmax end: there the chain and the softmax stay two kernels
-    ((chain, _),) = cuda_chains(_attention_weights("softmax"), s, rnd(6, 9, names=("query", "key"), seed=1))
-    assert chain.label() == "mul+add"
+    # on the GPU too; along the last dim the chain takes the softmax in (tests/test_cuda_emulated.py runs it)
+    mask = rnd(6, 9, names=("query", "key"), seed=1)
+    assert [c.label() for c, _ in cuda_chains(fn, s)] == []
+    ((chain, _),) = cuda_chains(_attention_weights("softmax"), s, mask)
+    assert chain.label() == "mul+add+softmax"
 
 
 def test_a_softmax_chain_saves_its_output_as_the_eager_softmax_does():

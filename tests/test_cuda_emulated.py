@@ -10,10 +10,13 @@ where g++ is missing.
 
 import shutil
 
+import numpy as np
 import pytest
 
 import cuda_emulator
+import namedtensor as nt
 from namedtensor.backends import cuda_kernels as ck
+from namedtensor.compiler import cuda_codegen
 from test_cuda_kernels import *  # noqa: F403  (the tests; the `cp` fixture is replaced below)
 
 if shutil.which("g++") is None:
@@ -30,3 +33,61 @@ def cp():
         for cache in ("_modules", "_functions", "_tables"):
             mp.setattr(ck, cache, {})
         yield fake
+
+
+# ----------------------------------------------------------------------------- nt.compile's generated kernels
+
+
+class _EmulatedCupyBackend:
+    """What the generated kernels ask of the CuPy backend, on the emulator's arrays."""
+
+    name = "cupy"
+
+    def __init__(self, xp):
+        self.xp = xp
+
+    def rowdot(self, a, b):
+        return np.sum(np.asarray(a) * np.asarray(b), axis=-1, keepdims=True)
+
+    def sum(self, a, axis, keepdims):
+        return np.sum(np.asarray(a), axis=axis, keepdims=keepdims)
+
+
+@pytest.mark.parametrize("how", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("keys", [5, 40, 300])  # fewer keys than a warp's threads, more than one each, more than a block's
+def test_a_chain_ending_in_a_softmax_is_one_generated_kernel_each_way(cp, how, dtype, keys):
+    from test_compile import cuda_fused_nodes
+
+    rng = np.random.default_rng(keys)
+    s = rng.standard_normal((2, 3, keys)).astype(dtype)
+    s[0, 1, 2] = np.nan  # NaN wins the row's max, as in NumPy
+    mask = np.where(rng.random((3, keys)) < 0.3, -np.inf if how == "softmax" else -30.0, 0.0).astype(dtype)
+    mask[2] = -np.inf if how == "softmax" else mask[2]  # a row with no key: NaN, as eagerly
+    scale = (rng.random(keys) + 0.5).astype(dtype)
+    fn = lambda s, mask, scale: getattr((s * 0.3 + mask) * scale, how)("key")  # inputs of three shapes
+    args = [nt.tensor(s, names=("head", "query", "key")), nt.tensor(mask, names=("query", "key")),
+            nt.tensor(scale, names=("key",))]
+    (node,) = cuda_fused_nodes(fn, *args)
+    assert node.op.chain.label() == f"mul+add+mul+{how}"
+    B = _EmulatedCupyBackend(cp)
+    forward = cuda_codegen.forward_kernel(node.op.chain, node.args, node.outputs)
+    (y,) = forward(B, [cp.asarray(a) for a in (s, mask, scale)])
+    tensors = [a.requires_grad_() for a in args]
+    with np.errstate(invalid="ignore"):
+        want = fn(*tensors)
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-12, "atol": 1e-12}
+    assert y.dtype == dtype and y.shape == want.shape
+    np.testing.assert_allclose(np.asarray(y), want.detach().numpy(), **tol)  # NaN where eager has NaN
+
+    g = rng.standard_normal(want.shape).astype(dtype)
+    with np.errstate(invalid="ignore"):
+        grads_want = nt.grad(want, tensors, grad_outputs=nt.tensor(g, names=want.names))
+    backward = cuda_codegen.backward_kernel(node.op.chain, node.args, node.outputs)
+    grads = backward(B, [cp.asarray(a) for a in (s, mask, scale)] + [y], [cp.asarray(g)])
+    for got, expected in zip(grads, grads_want):
+        full = np.asarray(got)  # at the chain's shape: the fused op sums it to the input's
+        summed = full.sum(axis=tuple(range(full.ndim - expected.ndim))) if full.ndim > expected.ndim else full
+        summed = summed.sum(axis=tuple(d for d in range(summed.ndim) if expected.shape[d] == 1 < summed.shape[d]),
+                            keepdims=True)
+        np.testing.assert_allclose(summed, expected.numpy(), **tol)

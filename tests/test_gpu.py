@@ -661,6 +661,19 @@ def test_biases_reductions_over_any_dims_and_expm1_compile_on_the_device():
     assert "fused[add+gelu]" in names and "fused[mul+sub+mean]" in names and "fused[expm1+add+mul+sum]" in names
 
 
+@pytest.mark.parametrize("how", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("keys", [5, 300])
+def test_scale_mask_and_softmax_compile_to_one_kernel_each_way_on_the_device(how, keys):
+    fn = lambda s, mask: getattr(s * 0.3 + mask, how)("key")
+    compiled = nt.compile(fn)
+    s = rnd(2, 4, 6, keys, names=("batch", "head", "query", "key"))
+    mask = nt.tensor(np.where(np.random.default_rng(0).random((6, keys)) < 0.3, -30.0, 0.0).astype("float32"),
+                     names=("query", "key"))
+    check(compiled, s, mask, tol={"rtol": 1e-4, "atol": 1e-5})
+    gpu = [p for key, p in compiled.cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
+    assert [n.op.name for n in gpu.graph.nodes] == [f"fused[mul+add+{how}]"]
+
+
 def test_a_compiled_transformer_block_matches_the_eager_one_on_the_device():
     nt.manual_seed(0)
     block = nn.TransformerBlock("embed", 8, 2, 16).to("cuda")

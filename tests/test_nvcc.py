@@ -201,9 +201,9 @@ def _fused_chains():
         b = x.abs().log() + x.abs().log1p() + x.abs().sqrt() + x.abs().rsqrt() + x.sin() * x.cos() + x.tanh()
         c = x.erf() + x.sigmoid() + x.relu() + F.silu(x) + x.softplus() + F.gelu(x) + F.gelu(y, approximate="tanh")
         d = (nt.maximum(x, y) + nt.minimum(x, 0.5) + x.abs() ** 1.5 + x.clip(-1, 1) + x ** 2 + x ** 3 + x ** 0.5
-             + x ** -1 + x ** 1 + x ** 0)
+             + x ** -1 + x ** 1 + x ** 0 + x.abs() ** -np.inf)
         e = (nt.where(x == y, a, b) + nt.where(x != y, a, 0.0) + nt.where(x < y, 1.0, b) + nt.where(x <= y, a, b)
-             + nt.where(x > 0, a, b) + nt.where(x >= 0, a, b))
+             + nt.where(x > 0, a, b) + nt.where(x >= 0, a, b) + nt.where(x > y, a, -np.inf) + nt.where(x < y, np.nan, b))
         return a + b + c + d + e
 
     from test_compile import cuda_chains
@@ -213,6 +213,8 @@ def _fused_chains():
         x = nt.tensor(np.ones((2, 3), dtype), names=("a", "b"))
         chains += cuda_chains(every_formula, x, x)
         chains += cuda_chains(lambda x, y: ((x - y).relu() * x).mean("b"), x, x)  # a chain ending in a mean
+        for how in ("softmax", "log_softmax"):  # and in a softmax along the last dim, the mask broadcast
+            chains += cuda_chains(lambda x, y: getattr(x * 0.5 + y, how)("b"), x, x[0])
     return chains
 
 
@@ -222,15 +224,20 @@ def test_generated_fused_kernels_compile(tmp_path):
     chains = _fused_chains()
     assert {d[0] for _, d in chains} >= {"float32", "float64"}
     used = {m.op.__name__ for c, _ in chains for m in c.members}
-    assert used == set(formulas.SCALAR) | {"_Mean"} and set(formulas.GRAD) <= used
-    sources, reductions = [], []
+    assert used == set(formulas.SCALAR) | {"_Mean", "_Softmax", "_LogSoftmax"} and set(formulas.GRAD) <= used
+    sources, reductions, kernels = [], [], []
     for chain, in_dtypes in chains:
-        if formulas.split_reduction(chain)[1] is not None:
+        part, kind, _ = formulas.split_reduction(chain)
+        seed = None
+        if kind in formulas.SOFTMAXES.values():
+            kernels.append(cuda_codegen.softmax_source(chain, in_dtypes, [(2, 3), (3,)], (2, 3))[1])
+            out = chain.members[-1].dtype
+            seed = [(out, "y"), (out, "g"), (out, "d")], formulas.softmax_seed(kind, out)
+        elif kind is not None:
             reductions.append(cuda_codegen.reduction_source(chain, in_dtypes, in_dtypes[0], 3))
-            chain = formulas.split_reduction(chain)[0]  # its backward is the elementwise part's
         else:
             sources.append(cuda_codegen.forward_source(chain, in_dtypes))
-        backward = cuda_codegen.backward_source(chain, in_dtypes)
+        backward = cuda_codegen.backward_source(part, in_dtypes, seed=seed)  # a reduction's: its elementwise part's
         if backward is not None:
             sources.append(backward[:3])
     parts = []
@@ -255,6 +262,6 @@ def test_generated_fused_kernels_compile(tmp_path):
         parts.append(f"namespace r{k} {{\n{preamble}__global__ void nt_reduce_{k}({params}, long long n) {{\n"
                      "    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n"
                      f"{loads}    double a = {mapped};\n    {out_type} y;\n    {post};\n    out_y[i] = y;\n}}\n}}\n")
-    assert len(reductions) == 2
-    rc, out = _nvcc(("fused", "".join(parts), [], tmp_path))
+    assert len(reductions) == 2 and len(kernels) == 4
+    rc, out = _nvcc(("fused", "".join(parts + kernels), [], tmp_path))
     assert rc == 0, out

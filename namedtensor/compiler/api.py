@@ -52,38 +52,23 @@ def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
     return fusible
 
 
-def absorbs_on(backend: str) -> Callable[[Node], bool]:
-    """Which nodes end a chain's kernel on ``backend``: a sum or mean of a float tensor over any dims, and
-    on the CPU a softmax or log-softmax along its last dim too (scale + mask + softmax in one pass)."""
-
-    def absorbs(n: Node) -> bool:
-        x = n.args[0] if n.args else None
-        if not (isinstance(x, Value) and x.dtype in formulas.FLOATS and n.outputs[0].dtype == x.dtype):
-            return False
-        return formulas.reduces(n.op, n.params, len(x.shape)) or (
-            backend == "numpy" and formulas.softmaxes_last(n.op, n.params, len(x.shape)))
-
-    return absorbs
+def absorbs(n: Node) -> bool:
+    """Whether ``n`` ends a chain's kernel: a sum or mean of a float tensor over any dims, or a softmax or
+    log-softmax along its last dim (scale + mask + softmax in one pass)."""
+    x = n.args[0] if n.args else None
+    if not (isinstance(x, Value) and x.dtype in formulas.FLOATS and n.outputs[0].dtype == x.dtype):
+        return False
+    return formulas.reduces(n.op, n.params, len(x.shape)) or formulas.softmaxes_last(n.op, n.params, len(x.shape))
 
 
 def kernels_on(backend: str) -> Callable:
     """``kernels(chain, inputs, outputs) -> (forward, backward)``: the kernels generated for a fused chain
     on ``backend``, each a dict by backend name (empty where there are none)."""
+    codegen = cuda_codegen if backend == "cupy" else numba_codegen
 
     def kernels(chain, inputs: List[Value], outputs: List[Value]) -> Tuple[Dict[str, Callable], Dict[str, Callable]]:
-        if backend == "cupy":
-            _, reduction, axes = formulas.split_reduction(chain)
-            if reduction is None:
-                forward = cuda_codegen.forward_kernel(chain, inputs, outputs)
-                backward = cuda_codegen.backward_kernel(chain, inputs, outputs)
-            else:
-                full = formulas.broadcast_shape([v.shape for v in inputs])
-                axes = formulas.reduced_axes(axes, len(full))
-                forward = cuda_codegen.reduction_kernel(chain, inputs, outputs, full, axes)
-                backward = cuda_codegen.reduction_backward(chain, inputs, outputs, full, axes)
-        else:
-            forward = numba_codegen.forward_kernel(chain, inputs, outputs)
-            backward = None if forward is None else numba_codegen.backward_kernel(chain, inputs, outputs)
+        forward = codegen.forward_kernel(chain, inputs, outputs)
+        backward = None if forward is None else codegen.backward_kernel(chain, inputs, outputs)
         return ({} if forward is None else {backend: forward}), ({} if backward is None else {backend: backward})
 
     return kernels
@@ -182,7 +167,7 @@ class CompiledFunction:
         cpu_kernels = fusible is not None and backend == "numpy"
         report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(
             g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
-            absorbs=absorbs_on(backend)), rows=_row_kernels() if cpu_kernels else None,
+            absorbs=absorbs), rows=_row_kernels() if cpu_kernels else None,
             split=None if fusible is None else lambda g: split_biases(g, fusible, add.op),
             residual=lambda g: fuse_residual_norms(g, add.op, _AFTER_ADD))
         program = self.cache[key] = build(graph, report)

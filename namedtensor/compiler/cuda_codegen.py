@@ -4,8 +4,12 @@
 dtype conversions into casts, the functions into CUDA's overloads for float and double).  A kernel's
 params are typed by NumPy's dtype names, as CuPy reads them (``float`` there would be float64); CuPy
 broadcasts the inputs and loops.  A chain that ends in a sum or mean is a ReductionKernel whose map is
-the chain as a device function, summed in double.  ``tests/test_nvcc.py`` compiles the generated sources
-with nvcc; the kernels are built on first use, on the device.
+the chain as a device function, summed in double.  A chain that ends in a softmax or log-softmax along
+its last dim is a kernel of its own (:func:`softmax_source`, through a RawModule): one block per row
+writes the chain's values, then normalises them in place, so scale + mask + softmax is one launch; its
+backward is the elementwise part's backward kernel with the softmax's gradient computed per element.
+``tests/test_nvcc.py`` compiles the generated sources with nvcc, ``tests/test_cuda_emulated.py`` runs the
+softmax kernels on the CPU; the kernels are built on first use, on the device.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ from . import formulas
 from .ir import Value
 
 __all__ = ["C_FUNCTIONS", "c_expression", "forward_source", "backward_source", "forward_kernel",
-           "backward_kernel", "reduction_source", "reduction_kernel", "reduction_backward"]
+           "backward_kernel", "reduction_source", "reduction_kernel", "reduction_backward", "softmax_source",
+           "softmax_kernel", "softmax_backward"]
 
 #: the CUDA C spelling of the functions the formulas call (float and double overloads both exist)
 C_FUNCTIONS = {"fabs": "fabs", "exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "sqrt": "sqrt",
                "sin": "sin", "cos": "cos", "tanh": "tanh", "erf": "erf", "pow": "pow"}
 C_TYPES = {"float32": "float", "float64": "double", "bool": "bool"}
+#: the formulas' ``np.inf`` and ``np.nan`` in C (a float: cast to double, each is the same value)
+_NP_CONSTANTS = {"inf": "__int_as_float(0x7f800000)", "nan": "__int_as_float(0x7fc00000)"}
 _OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<",
               ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Not: "!", ast.USub: "-", ast.UAdd: "+"}
 
@@ -48,6 +55,8 @@ def c_expression(text: str) -> str:
             args = ", ".join(emit(a) for a in node.args)
             fn = node.func.id
             return f"(({C_TYPES[fn]})({args}))" if fn in C_TYPES else f"{C_FUNCTIONS[fn]}({args})"
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "np":
+            return _NP_CONSTANTS[node.attr]
         if isinstance(node, ast.Name):
             return {"True": "true", "False": "false"}.get(node.id, node.id)
         if isinstance(node, ast.Constant):
@@ -72,15 +81,24 @@ def forward_source(chain: Chain, in_dtypes: Sequence[str]) -> Tuple[str, str, st
     return ins, outs, _body(lines, [(f"o{k}", r) for k, r in enumerate(results)])
 
 
-def backward_source(chain: Chain, in_dtypes: Sequence[str]) -> Optional[Tuple[str, str, str, List[int]]]:
+def backward_source(chain: Chain, in_dtypes: Sequence[str],
+                    seed: Optional[Tuple[List[Tuple[str, str]], formulas.Statement]] = None
+                    ) -> Optional[Tuple[str, str, str, List[int]]]:
     """``(in_params, out_params, body, inputs with a gradient)`` of the ElementwiseKernel computing the
-    chain's backward: inputs ``x{k}`` and the outputs' gradients ``go{k}``; None if no input has one."""
+    chain's backward: inputs ``x{k}`` and the outputs' gradients ``go{k}``; None if no input has one.
+    ``seed``: the output's gradient ``go0`` computed per element by a statement from params of its own
+    (each ``(dtype, name)``), which the kernel takes in the output gradients' place."""
     lines, grads = formulas.backward(chain, in_dtypes)
     wanted = [k for k, g in enumerate(grads) if g is not None]
     if not wanted:
         return None
     dtypes = formulas.chain_dtypes(chain)
-    ins = [f"{d} x{k}" for k, d in enumerate(in_dtypes)] + [f"{dtypes[j]} go{k}" for k, j in enumerate(chain.outputs)]
+    ins = [f"{d} x{k}" for k, d in enumerate(in_dtypes)]
+    if seed is None:
+        ins += [f"{dtypes[j]} go{k}" for k, j in enumerate(chain.outputs)]
+    else:
+        ins += [f"{d} {name}" for d, name in seed[0]]
+        lines = [seed[1], *lines]
     outs = ", ".join(f"{in_dtypes[k]} gi{k}" for k in wanted)
     return ", ".join(ins), outs, _body(lines, [(f"gi{k}", grads[k]) for k in wanted]), wanted
 
@@ -144,6 +162,125 @@ def reduction_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[
     return kernel
 
 
+#: the most threads of a softmax kernel's block (one block per row; a power of two for the tree sums)
+SOFTMAX_THREADS = 256
+
+
+def _read_strides(shape: Sequence[int], full: Sequence[int]) -> Tuple[int, ...]:
+    """The element strides of a row-major array of ``shape`` read at each index of ``full``: 0 along the
+    dims where it has size 1 (broadcast), as for the dims ``full`` lacks."""
+    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
+    strides, step = [], 1
+    for n in reversed(padded):
+        strides.append(step if n != 1 else 0)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def softmax_source(chain: Chain, in_dtypes: Sequence[str], in_shapes: Sequence[Sequence[int]],
+                   full: Sequence[int]) -> Tuple[str, str, int]:
+    """``(name, source, threads)`` of the kernel computing a chain that ends in a softmax or log-softmax
+    along its last dim (formulas.split_reduction) for an output of shape ``full``: ``name(inputs...,
+    out)``, launched with one block of ``threads`` per row.  Each thread writes the chain's values of
+    its columns into ``out`` and keeps their max (a NaN wins, as NumPy's max), the block combines the
+    maxima, then the exponentials' sum, and the row is normalised in place: ``e / sum(e)``, or
+    ``z - (max + log(sum))`` for log-softmax, in the output's dtype.  The inputs are row-major in their
+    own shapes; the shapes are constants of the source (a graph's shapes are fixed)."""
+    part, kind, _ = formulas.split_reduction(chain)
+    lines, (result,) = formulas.forward(part, in_dtypes)
+    out_type = C_TYPES[chain.members[-1].dtype]
+    cols = full[-1]
+    threads = min(SOFTMAX_THREADS, max(32, 1 << max(cols - 1, 0).bit_length()))
+    strides = [_read_strides(shape, full) for shape in in_shapes]
+    params = [f"const {C_TYPES[d]}* __restrict__ nt_in{k}" for k, d in enumerate(in_dtypes)]
+    params.append(f"{out_type}* __restrict__ nt_out")
+    body = [f"    __shared__ {out_type} nt_red[{threads}];", "    const long long nt_row = blockIdx.x;",
+            "    const int nt_lane = threadIdx.x;", "    long long nt_r = nt_row;"]
+    body += [f"    long long nt_at{k} = 0;" for k in range(len(in_dtypes))]
+    for d in range(len(full) - 2, -1, -1):  # the row's index along each dim before the last
+        moved = [f" nt_at{k} += nt_i * {s[d]}LL;" for k, s in enumerate(strides) if s[d]]
+        if moved:
+            body.append(f"    {{ const long long nt_i = nt_r % {full[d]}LL;{''.join(moved)} }}")
+        body.append(f"    nt_r /= {full[d]}LL;")
+    body += [f"    {out_type}* nt_y = nt_out + nt_row * {cols}LL;",
+             f"    {out_type} nt_top = ({out_type})(-__int_as_float(0x7f800000));",
+             f"    for (long long nt_c = nt_lane; nt_c < {cols}LL; nt_c += {threads}) {{"]
+    body += [f"        const {C_TYPES[d]} x{k} = nt_in{k}[nt_at{k}{' + nt_c' if s and s[-1] else ''}];"
+             for k, (d, s) in enumerate(zip(in_dtypes, strides))]
+    body += [f"        {C_TYPES[dt]} {var} = (({C_TYPES[dt]})({c_expression(expr)}));" for var, dt, expr in lines]
+    body += [f"        const {out_type} nt_v = ({out_type})({result});", "        nt_y[nt_c] = nt_v;",
+             "        nt_top = (nt_top > nt_v || nt_top != nt_top) ? nt_top : nt_v;", "    }"]
+    body += _block_combine(out_type, threads, "nt_top", "(nt_a > nt_b || nt_a != nt_a) ? nt_a : nt_b")
+    body += [f"    {out_type} nt_total = 0;", f"    for (long long nt_c = nt_lane; nt_c < {cols}LL; nt_c += {threads}) {{",
+             f"        const {out_type} nt_e = exp(nt_y[nt_c] - nt_top);",
+             *([] if kind == "log_softmax" else ["        nt_y[nt_c] = nt_e;"]), "        nt_total += nt_e;", "    }"]
+    body += _block_combine(out_type, threads, "nt_total", "nt_a + nt_b")
+    if kind == "log_softmax":
+        body += [f"    const {out_type} nt_shift = nt_top + log(nt_total);",
+                 f"    for (long long nt_c = nt_lane; nt_c < {cols}LL; nt_c += {threads}) nt_y[nt_c] -= nt_shift;"]
+    else:
+        body.append(f"    for (long long nt_c = nt_lane; nt_c < {cols}LL; nt_c += {threads}) nt_y[nt_c] /= nt_total;")
+    signature, code = ", ".join(params), "\n".join(body)
+    name = "nt_fused_softmax_" + hashlib.sha1((signature + code).encode()).hexdigest()[:16]
+    return name, f'extern "C" __global__ void {name}({signature}) {{\n{code}\n}}\n', threads
+
+
+def _block_combine(c_type: str, threads: int, var: str, combine: str) -> List[str]:
+    """The lines combining each thread's ``var`` over the block by ``combine`` (an expression of ``nt_a``
+    and ``nt_b``), a tree through shared memory; every thread then holds the result."""
+    return [f"    nt_red[nt_lane] = {var};", "    __syncthreads();",
+            f"    for (int nt_s = {threads // 2}; nt_s > 0; nt_s >>= 1) {{",
+            f"        if (nt_lane < nt_s) {{ const {c_type} nt_a = nt_red[nt_lane], nt_b = nt_red[nt_lane + nt_s]; "
+            f"nt_red[nt_lane] = {combine}; }}",
+            "        __syncthreads();", "    }", f"    {var} = nt_red[0];",
+            "    __syncthreads();"]  # before nt_red is written again
+
+
+def softmax_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Callable:
+    """``kernel(B, arrays) -> (output,)`` for the CuPy backend: :func:`softmax_source`'s kernel."""
+    full = tuple(outputs[0].shape)
+    dtype = outputs[0].dtype
+    name, source, threads = softmax_source(chain, [v.dtype for v in inputs], [tuple(v.shape) for v in inputs], full)
+    rows = 1
+    for n in full[:-1]:
+        rows *= n
+    built: Dict[int, Any] = {}  # by device: a module is loaded on each
+
+    def kernel(B, arrays):
+        xp = B.xp
+        out = xp.empty(full, dtype=dtype)
+        if rows == 0 or full[-1] == 0:
+            return (out,)
+        device = xp.cuda.runtime.getDevice()
+        fn = built.get(device)
+        if fn is None:
+            fn = built[device] = xp.RawModule(code=source).get_function(name)
+        fn((rows,), (threads,), [xp.ascontiguousarray(a) for a in arrays] + [out])
+        return (out,)
+
+    return kernel
+
+
+def softmax_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
+    """The backward of :func:`softmax_kernel`, from the inputs and the saved output ``y``: the elementwise
+    part's backward kernel seeded per element with the softmax's gradient (formulas.softmax_seed)."""
+    part, kind, _ = formulas.split_reduction(chain)
+    out = outputs[0].dtype
+    source = backward_source(part, [v.dtype for v in inputs],
+                             seed=([(out, "y"), (out, "g"), (out, "d")], formulas.softmax_seed(kind, out)))
+    if source is None:
+        return None
+    *params, wanted = source
+    run = _elementwise(*params)
+
+    def kernel(B, arrays, out_grads):
+        y, g = arrays[-1], out_grads[0]
+        computed = dict(zip(wanted, run(B, [*arrays[:-1], y, g, formulas.softmax_row_term(B, kind, g, y)])))
+        return [computed.get(k) for k in range(len(arrays) - 1)]
+
+    return kernel
+
+
 def _elementwise(in_params: str, out_params: str, body: str) -> Callable:
     """``run(B, arrays) -> tuple of outputs``, the kernel built on first use."""
     name = "nt_fused_" + hashlib.sha1((in_params + out_params + body).encode()).hexdigest()[:16]
@@ -159,14 +296,32 @@ def _elementwise(in_params: str, out_params: str, body: str) -> Callable:
     return run
 
 
+def _reduced(chain: Chain, inputs: Sequence[Value]) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """``(full, axes)`` of a chain that ends in a sum or mean: the shape its inputs broadcast to, and the
+    axes reduced."""
+    full = formulas.broadcast_shape([v.shape for v in inputs])
+    return full, formulas.reduced_axes(formulas.split_reduction(chain)[2], len(full))
+
+
 def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Callable:
-    """``kernel(B, arrays) -> outputs`` for the CuPy backend."""
+    """``kernel(B, arrays) -> outputs`` for the CuPy backend: an elementwise kernel, or, for a chain that
+    ends in a reduction or a softmax, :func:`reduction_kernel` or :func:`softmax_kernel`."""
+    kind = formulas.split_reduction(chain)[1]
+    if kind in formulas.SOFTMAXES.values():
+        return softmax_kernel(chain, inputs, outputs)
+    if kind is not None:
+        return reduction_kernel(chain, inputs, outputs, *_reduced(chain, inputs))
     return _elementwise(*forward_source(chain, [v.dtype for v in inputs]))
 
 
 def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
     """``kernel(B, input arrays, output gradients) -> one gradient per input`` (None for an input without
-    one) for the CuPy backend; None if no input has a gradient."""
+    one) for the CuPy backend, the backward of :func:`forward_kernel`'s; None if no input has a gradient."""
+    kind = formulas.split_reduction(chain)[1]
+    if kind in formulas.SOFTMAXES.values():
+        return softmax_backward(chain, inputs, outputs)
+    if kind is not None:
+        return reduction_backward(chain, inputs, outputs, *_reduced(chain, inputs))
     source = backward_source(chain, [v.dtype for v in inputs])
     if source is None:
         return None

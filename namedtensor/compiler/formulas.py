@@ -24,7 +24,7 @@ from ..ops.fusion import Chain
 from .ir import Value
 
 __all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "POW_EXPONENTS", "REDUCTIONS", "SOFTMAXES",
-           "reduced_axes", "reduces", "softmaxes_last", "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+           "reduced_axes", "reduces", "softmaxes_last", "softmax_seed", "softmax_row_term", "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
 Statement = Tuple[str, str, str]  # (variable, dtype, expression)
@@ -78,12 +78,18 @@ POW_EXPONENTS = {
     -1.0: (lambda x: f"(1.0 / {x})", lambda x, g: f"({g} * -1.0 / ({x} * {x}))"),
 }
 _TYPED_NUMBER = re.compile(r"^float(?:32|64)\((.+)\)$")
+#: the texts of the numbers that Python's repr does not spell as literals (the kernels' modules import
+#: NumPy as np; cuda_codegen.c_expression spells these in C)
+_NONFINITE = {math.inf: "np.inf", -math.inf: "-np.inf"}
 
 
 def _exponent(text: str) -> Optional[float]:
     """The number of an operand's text that is a typed literal (``float32(2.0)``), else None."""
     m = _TYPED_NUMBER.match(text)
-    return float(m.group(1)) if m else None
+    if not m:
+        return None
+    number = m.group(1)
+    return float(number.replace("np.", "")) if number.lstrip("-").startswith("np.") else float(number)
 
 
 def _pow(a: List[str]) -> str:
@@ -225,7 +231,7 @@ _PARAM_CONSTANTS = {"_Clip": (("min", "LO"), ("max", "HI"))}
 
 #: the reductions a kernel computes at the end of a chain (over any dims), by Op class name
 REDUCTIONS = {"_Sum": "sum", "_Mean": "mean"}
-#: the normalisations a CPU kernel computes at the end of a chain, along the last dim (scale + mask +
+#: the normalisations a kernel computes at the end of a chain, along the last dim (scale + mask +
 #: softmax), by Op class name
 SOFTMAXES = {"_Softmax": "softmax", "_LogSoftmax": "log_softmax"}
 _REDUCTION_MODULE = "namedtensor.ops.reductions"
@@ -249,6 +255,19 @@ def softmaxes_last(op: type, params: Dict[str, Any], ndim: int) -> bool:
     if op.__name__ not in SOFTMAXES or op.__module__ != _REDUCTION_MODULE or ndim == 0:
         return False
     return params["axis"] % ndim == ndim - 1
+
+
+def softmax_seed(kind: str, dtype: str) -> Statement:
+    """The statement giving the gradient ``go0`` of a softmax chain's elementwise part per element, from
+    the softmax's output ``y``, its gradient ``g`` and the row's :func:`softmax_row_term` ``d``:
+    ``y (g - d)``, or ``g - exp(y) d`` for log-softmax (``kind``)."""
+    return ("go0", dtype, "y * (g - d)" if kind == "softmax" else "g - exp(y) * d")
+
+
+def softmax_row_term(B, kind: str, g, y):
+    """The per-row number :func:`softmax_seed` reads, kept as a size-1 last dim: ``sum(g y)`` for a
+    softmax, ``sum(g)`` for a log-softmax, on backend ``B``'s arrays."""
+    return B.rowdot(g, y) if kind == "softmax" else B.sum(g, axis=-1, keepdims=True)
 
 
 def split_reduction(chain: Chain) -> Tuple[Chain, Optional[str], Optional[Tuple[int, ...]]]:
@@ -294,7 +313,8 @@ def chain_dtypes(chain: Chain) -> Tuple[str, ...]:
 def _literal(v: Any, dtype: str) -> str:
     if isinstance(v, bool):
         return "True" if v else "False"
-    return f"{dtype}({float(v)!r})"
+    v = float(v)
+    return f"{dtype}({'np.nan' if v != v else _NONFINITE.get(v, repr(v))})"
 
 
 def _is_ref(a: Any) -> bool:

@@ -365,21 +365,20 @@ def _softmax_forward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
 def _softmax_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
     """The backward kernel of a chain that ends in a softmax, from the inputs and the saved output ``y``
     (the fused op saves it, as the eager softmax does): the elementwise part's backward kernel with the
-    gradient of its result computed per element, ``y (g - d)`` (log-softmax: ``g - exp(y) d``) from the
-    output's gradient ``g`` and its row's ``d = sum(g y)`` (``sum(g)``), one number per row."""
+    gradient of its result computed per element (formulas.softmax_seed) from the output's gradient and
+    one number per row."""
     part, kind, _ = formulas.split_reduction(chain)
     out = outputs[0]
     ndim = len(out.shape)
     whole, row = (False,) * ndim, (False,) * (ndim - 1) + (True,)
-    seed = ("go0", out.dtype, "y * (g - d)" if kind == "softmax" else "g - exp(y) * d")
-    inner = backward_kernel(part, inputs, [out], seed=(["y", "g", "d"], [whole, whole, row], seed))
+    inner = backward_kernel(part, inputs, [out], seed=(["y", "g", "d"], [whole, whole, row],
+                                                        formulas.softmax_seed(kind, out.dtype)))
     if inner is None:
         return None
 
     def kernel(B, arrays, out_grads):
         y, g = arrays[-1], out_grads[0]
-        d = B.rowdot(g, y) if kind == "softmax" else B.sum(g, axis=-1, keepdims=True)
-        return inner(B, arrays[:-1], [y, g, d])
+        return inner(B, arrays[:-1], [y, g, formulas.softmax_row_term(B, kind, g, y)])
 
     return kernel
 
