@@ -19,8 +19,8 @@ are medians in ms, ratios medians of per-round ratios):
 * ``compile``: the compiled block's first call minus a later one (tracing, passes, kernel generation and
   Numba's compilation), in a new process with an empty kernel cache and in a second process that finds
   the cache (``NAMEDTENSOR_CACHE_DIR``), with the part of it that is Numba's own start there (importing
-  Numba and loading a first cached kernel, in a process of its own); and the same for JAX's jitted step
-  (XLA compiles in memory).
+  Numba and loading a first cached kernel, in a process of its own, with the garbage collector paused
+  as nt.compile pauses it); and the same for JAX's jitted step (XLA compiles in memory).
 
     pip install torch==2.13.0 numba jax      # the PyTorch and JAX columns; the fused CPU kernels
     python bench/compile.py [--threads 1] [--rounds 15] [--part loop|softmax|step|compile]
@@ -371,12 +371,16 @@ def compile_time_child() -> None:
 
 def numba_start_child() -> None:
     """Importing Numba and running a first kernel that its cache holds: what a warm process pays before
-    any of the compiler's own work."""
+    any of the compiler's own work (with the garbage collector paused, as nt.compile pauses it)."""
+    import gc
+
     t0 = time.perf_counter()
+    gc.disable()
     from namedtensor.backends import numba_kernels
 
     d = np.zeros((1, 1, 1), np.float32)
     numba_kernels.softmax_columns_backward(d, d, d)
+    gc.enable()
     print(f"{time.perf_counter() - t0:.3f}")
 
 

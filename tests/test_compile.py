@@ -5,6 +5,7 @@ op's kernels (Numba; NumPy op by op without it; the CUDA C source) and gradients
 The equality of compiled and eager results op family by op family is tests/test_compile_ops.py.
 """
 
+import gc
 import re
 import warnings
 
@@ -427,6 +428,31 @@ def test_infinite_and_nan_numbers_in_a_chain():
     assert any(n.op.name.startswith("fused[") for n in program(cf).graph.nodes)
     for g, e in zip(got, fn(x)):
         np.testing.assert_array_equal(g.numpy(), e.numpy())
+
+
+def test_a_signature_is_compiled_and_first_run_with_the_garbage_collector_paused():
+    seen = []
+
+    def fn(x):
+        seen.append(gc.isenabled())
+        return (x * 2).relu() + 1
+
+    cf = nt.compile(fn)
+    assert gc.isenabled()
+    cf(rnd(3, names=("a",)))
+    assert seen and not any(seen) and gc.isenabled()  # traced with it off, back on after
+    cf(rnd(3, names=("a",)))
+    assert gc.isenabled()
+    gc.disable()  # the program's own choice stays
+    try:
+        cf(rnd(4, names=("a",)))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    failing = nt.compile(lambda x: x + nt.tensor([1.0, 2.0], names=("b",)), fullgraph=True)
+    with pytest.raises(nt.NamesError):
+        failing(rnd(3, names=("a",)))
+    assert gc.isenabled()  # also after an error
 
 
 def test_generated_kernels_are_cached_on_disk(tmp_path, monkeypatch):

@@ -11,7 +11,9 @@ signature changed.  What cannot be traced runs eagerly too, with a warning namin
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -138,9 +140,16 @@ class CompiledFunction:
             return self._unhashable(str(e), args, kwargs)
         program = self.cache.get(key, False)
         if program is False or (program is not None and program.externals and not program.guards_hold()):
-            program = self._compile(key, leaves, tree)
+            with _collection_paused():
+                program = self._compile(key, leaves, tree)
+                if program is not None:  # the first run loads the program's kernels
+                    return self._run(program, leaves, tensors_only)
         if program is None:
             return self.fn(*args, **kwargs)
+        return self._run(program, leaves, tensors_only)
+
+    @staticmethod
+    def _run(program: Program, leaves, tensors_only: bool) -> Any:
         outs = program.run(leaves if tensors_only else [x for x in leaves if isinstance(x, Tensor)])
         tree = program.graph.tree
         return outs[0] if tree is None else unflatten(tree, outs)
@@ -209,6 +218,22 @@ class CompiledFunction:
     def __getattr__(self, name: str) -> Any:
         # a compiled module is used as the module (parameters(), train(), state_dict()...)
         return getattr(self.__dict__["fn"], name)
+
+
+@contextlib.contextmanager
+def _collection_paused():
+    """Python's cyclic garbage collector off for a block (unless it was off already).  Tracing, and
+    importing Numba and loading its kernels, make hundreds of thousands of objects: each full collection
+    they set off walks every object of the process, about 60 ms where PyTorch and JAX are imported too,
+    about a third of a warm compile.  The block's cycles are collected after it."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _contents(cell: Any) -> Any:
