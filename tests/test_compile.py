@@ -1002,6 +1002,23 @@ def test_a_residual_add_stays_apart_where_it_cannot_join(case):
     assert_close(got, want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_on_the_gpu_a_residual_add_joins_its_norm_too(norm):
+    # optimised as for CuPy (traced on the CPU): the CUDA norm kernel does both (tests/test_cuda_kernels.py)
+    from namedtensor.compiler import api, capture
+
+    names = ("batch", "seq", "embed")
+    args = [rnd(3, 4, 16, names=names), rnd(3, 4, 16, names=names, seed=1), rnd(16, names=("embed",), seed=2),
+            rnd(16, names=("embed",), seed=3)]
+    leaves, tree = capture.flatten((args, {}))
+    graph = capture.capture(_residual(norm), list(leaves), tree)
+    report = api.optimize_for(graph, "cupy", fuse=True)
+    assert report["residual norms joined"] == 1 and "row kernels" not in report
+    assert [n.op.name for n in graph.nodes][0] == f"add+{norm}_norm"
+    unfused = capture.capture(_residual(norm), list(leaves), tree)
+    assert "residual norms joined" not in api.optimize_for(unfused, "cupy", fuse=False)
+
+
 def test_a_joined_residual_norm_takes_operands_in_any_memory_layout():
     pytest.importorskip("numba")
     # transposed views with the names (batch, seq, embed): the sum is not row-major either, so the node

@@ -216,6 +216,40 @@ def test_norm_rows_backward_only_params(cp, rng):
     close(gb, rgb, np.float32)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("centered", [True, False])
+@pytest.mark.parametrize("shape,n", NORM_CASES)
+def test_a_residual_add_and_its_norm_in_one_pass(cp, rng, shape, n, centered, dtype):
+    x, r = rand(rng, shape, dtype, 2.0) + 0.5, rand(rng, shape, dtype)
+    w = rand(rng, (n,), dtype)
+    b = rand(rng, (n,), dtype) if centered else None
+    h, y, mean, rstd = ck.add_norm_rows(cp.asarray(x), cp.asarray(r), n, cp.asarray(w),
+                                        None if b is None else cp.asarray(b), 1e-5, centered)
+    rh = (x + r).astype(dtype)  # the sum rounded to the dtype, as the add alone rounds it
+    ry, rmean, rrstd = ref.norm_rows(rh, n, w, b, 1e-5, centered)
+    np.testing.assert_array_equal(h.get(), rh)
+    close(y, ry, dtype)
+    close(rstd, rrstd, dtype)
+    assert (mean is None) == (not centered)
+
+    g, g_add = rand(rng, shape, dtype), rand(rng, shape, dtype)
+    got = ck.add_norm_rows_backward(h, n, mean, rstd, cp.asarray(w), cp.asarray(g), cp.asarray(g_add), True, centered)
+    gx, gw, gb = ref.norm_rows_backward(rh, n, rmean, rrstd, w, g, True, True, centered)
+    close(got[0], (gx.astype(dtype) + g_add).astype(dtype), dtype)  # the residual stream's gradient added
+    close(got[1], gw, dtype)
+    assert (got[2] is None) == (not centered)
+    if centered:
+        close(got[2], gb, dtype)
+
+
+def test_a_residual_of_another_shape_or_dtype_is_left_to_the_generic_code(cp, rng):
+    x = cp.asarray(rand(rng, (4, 8), np.float32))
+    with pytest.raises(ck.KernelUnsupported, match="residual"):
+        ck.add_norm_rows(x, cp.asarray(rand(rng, (4, 8), np.float16)), 8, None, None, 1e-5, True)
+    with pytest.raises(ck.KernelUnsupported, match="added gradient"):
+        ck.add_norm_rows_backward(x, 8, None, cp.asarray(np.ones(4, np.float32)), None, x, x[:2], False, False)
+
+
 # ----------------------------------------------------------------------------- Adam / AdamW
 
 

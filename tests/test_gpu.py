@@ -680,3 +680,9 @@ def test_a_compiled_transformer_block_matches_the_eager_one_on_the_device():
     compiled = nt.compile(block)
     x = x3().to("cuda")
     assert_close(compiled(x).cpu(), block(x).cpu(), rtol=1e-4, atol=1e-5)
+    (gpu,) = [p for p in compiled.cache.values() if p is not None]
+    assert "add+layer_norm" in [n.op.name for n in gpu.graph.nodes]  # the residual add joins the second norm
+    grads = nt.grad(compiled(x).square().sum(), list(block.parameters()))
+    want = nt.grad(block(x).square().sum(), list(block.parameters()))
+    for a, e in zip(grads, want):
+        assert_close(a.cpu(), e.cpu(), rtol=1e-4, atol=1e-5)

@@ -4,7 +4,8 @@ calls for float16 and float32 arrays.
 Each public function has the signature of the backend hook of the same name
 (:class:`~namedtensor.backends.base.Backend`, minus ``self``) and takes and returns CuPy arrays:
 ``softmax``/``softmax_backward``, ``cross_entropy``/``cross_entropy_backward``,
-``norm_rows``/``norm_rows_backward`` (LayerNorm and RMSNorm), ``gelu``/``gelu_backward``,
+``norm_rows``/``norm_rows_backward`` (LayerNorm and RMSNorm) and ``add_norm_rows``/``add_norm_rows_backward``
+(a residual add joined to the norm), ``gelu``/``gelu_backward``,
 ``adamw_`` (in place, one launch per call) and ``attention``/``attention_backward``.  Their numerics
 follow :mod:`namedtensor.backends.kernel_reference` (the same algorithms in NumPy): float32
 accumulation, float16 storage.
@@ -280,12 +281,26 @@ def cross_entropy_backward(logits, lse, target, g, ignore_index: int):
 def norm_rows(x, n: int, w, b, eps: float, centered: bool):
     """LayerNorm (``centered``) or RMSNorm of the rows of ``n`` elements of ``x``: ``(y, mean, rstd)``,
     the statistics float32 of shape (rows,) (``mean`` None for RMSNorm)."""
+    return _norm_forward(x, None, n, w, b, eps, centered)[1:]
+
+
+def add_norm_rows(x, r, n: int, w, b, eps: float, centered: bool):
+    """The sum ``h = x + r`` and :func:`norm_rows` of it, in one pass over each row: ``(h, y, mean, rstd)``."""
+    if r.dtype != x.dtype or r.shape != x.shape:
+        raise KernelUnsupported("add_norm_rows: the residual differs from the input in dtype or shape.")
+    return _norm_forward(x, r, n, w, b, eps, centered)
+
+
+def _norm_forward(x, r, n: int, w, b, eps: float, centered: bool):
+    """``(h, y, mean, rstd)`` of norm_fwd: ``h`` the sum ``x + r`` (None where ``r`` is None)."""
     cp = _cupy()
     ctype = _ctype(x, "norm_rows")
     if n <= 0:
         raise KernelUnsupported("norm_rows: rows of no element.")
     x = _c(x)
     rows = x.size // n
+    r = None if r is None else _c(r)
+    h = None if r is None else cp.empty_like(x)
     w = None if w is None else _as(w, x.dtype)
     b = None if b is None else _as(b, x.dtype)
     y = cp.empty_like(x)
@@ -294,19 +309,21 @@ def norm_rows(x, n: int, w, b, eps: float, centered: bool):
     if rows:
         grid, block, warp = _row_launch(rows, n)
         fn = _kernel("norm.cu", f"norm_fwd<{ctype}, {_bool(centered)}, {_bool(warp)}>", ctype)
-        fn(grid, block, (x, _NULL if w is None else w, _NULL if b is None else b, y,
+        fn(grid, block, (x, *(_NULL if a is None else a for a in (r, h, w, b)), y,
                          _NULL if mean is None else mean, rstd, np.int64(rows), _i32(n, "norm_rows"),
                          np.float32(eps)))
-    return y, mean, rstd
+    return h, y, mean, rstd
 
 
-def norm_rows_backward(x, n: int, mean, rstd, w, g, want_x: bool, want_w: bool, want_b: bool):
-    """``(gx, gw, gb)`` of :func:`norm_rows` for the output's gradient ``g``; None where not wanted."""
+def norm_rows_backward(x, n: int, mean, rstd, w, g, want_x: bool, want_w: bool, want_b: bool, g_add=None):
+    """``(gx, gw, gb)`` of :func:`norm_rows` for the output's gradient ``g``; None where not wanted.
+    ``g_add`` (None, or of ``x``'s shape) is added to ``gx``."""
     cp = _cupy()
     ctype = _ctype(x, "norm_rows_backward")
     if n <= 0:
         raise KernelUnsupported("norm_rows_backward: rows of no element.")
     x, g = _c(x), _as(g, x.dtype)
+    g_add = None if g_add is None else _as(g_add, x.dtype)
     rows = x.size // n
     centered = mean is not None
     mean = None if mean is None else _as(mean, np.float32)
@@ -319,8 +336,8 @@ def norm_rows_backward(x, n: int, mean, rstd, w, g, want_x: bool, want_w: bool, 
             wc = None if w is None else _as(w, x.dtype)
             grid, block, warp = _row_launch(rows, n)
             fn = _kernel("norm.cu", f"norm_bwd<{ctype}, {_bool(centered)}, {_bool(warp)}>", ctype)
-            fn(grid, block, (x, _NULL if wc is None else wc, g, _NULL if mean is None else mean, rstd, gx,
-                             np.int64(rows), n32))
+            fn(grid, block, (x, _NULL if wc is None else wc, g, _NULL if mean is None else mean, rstd,
+                             _NULL if g_add is None else g_add, gx, np.int64(rows), n32))
     if want_w or want_b:
         pdtype = x.dtype if w is None else w.dtype
         if rows == 0:
@@ -342,6 +359,14 @@ def norm_rows_backward(x, n: int, mean, rstd, w, g, want_x: bool, want_w: bool, 
             gw = None if pw is None else pw.sum(axis=0).astype(pdtype, copy=False)
             gb = None if pb is None else pb.sum(axis=0).astype(pdtype, copy=False)
     return gx, gw, gb
+
+
+def add_norm_rows_backward(x, n: int, mean, rstd, w, g, g_add, want_w: bool, want_b: bool):
+    """:func:`norm_rows_backward` of the sum ``x`` with the input's gradient always computed and ``g_add``
+    added to it, in the same pass: ``(gx, gw, gb)``."""
+    if g_add.shape != x.shape:
+        raise KernelUnsupported("add_norm_rows_backward: the added gradient differs from the input in shape.")
+    return norm_rows_backward(x, n, mean, rstd, w, g, True, want_w, want_b, g_add=g_add)
 
 
 @functools.lru_cache(maxsize=None)

@@ -37,7 +37,7 @@ _DEVICE_METHODS = STANDARD + (
     "logaddexp", "asarray", "erf", "erfc", "erfinv", "lgamma", "digamma", "polygamma", "igamma", "igammac", "exp2",
     "fmod", "einsum", "scatter_add", "scatter_reduce", "getitem", "setitem", "pad", "tril", "triu",
     "sort_indices", "rand", "randn", "randint", "randperm", "gelu", "gelu_backward", "norm_rows",
-    "norm_rows_backward", "real", "imag", "conj", "angle", "complex", "view_as_real", "view_as_complex",
+    "norm_rows_backward", "add_norm_rows", "add_norm_rows_backward", "real", "imag", "conj", "angle", "complex", "view_as_real", "view_as_complex",
     "softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward", "adamw_", "attention",
     "attention_backward", "upload", "empty_cache", "memory_allocated", "memory_reserved",
     "inv", "det", "slogdet", "solve", "cholesky", "eigh", "qr", "svd", "pinv",
@@ -269,6 +269,16 @@ class CupyBackend(Backend):
         if _same_float(x, w, g):  # the statistics may be float32 for float16 x (the kernels' forward)
             return self._fused("norm_rows_backward", x, n, mean, rstd, w, g, want_x, want_w, want_b)
         return super().norm_rows_backward(x, n, mean, rstd, w, g, want_x, want_w, want_b)
+
+    def add_norm_rows(self, x, r, n, w, b, eps, centered):
+        if _same_float(x, r, w, b):
+            return self._fused("add_norm_rows", x, r, n, w, b, eps, centered)
+        return super().add_norm_rows(x, r, n, w, b, eps, centered)
+
+    def add_norm_rows_backward(self, x, n, mean, rstd, w, g, g_add, want_w, want_b):
+        if _same_float(x, w, g, g_add):
+            return self._fused("add_norm_rows_backward", x, n, mean, rstd, w, g, g_add, want_w, want_b)
+        return super().add_norm_rows_backward(x, n, mean, rstd, w, g, g_add, want_w, want_b)
 
     def softmax(self, x, axis, log):
         if x.dtype in _KERNEL_FLOATS and x.size:

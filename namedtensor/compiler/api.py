@@ -30,7 +30,7 @@ from .ir import Node, Value
 from .passes import fuse_elementwise, fuse_residual_norms, optimize, split_biases
 from .program import Program, build
 
-__all__ = ["compile", "CompiledFunction"]
+__all__ = ["compile", "CompiledFunction", "optimize_for"]
 
 
 def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
@@ -78,6 +78,23 @@ def kernels_on(backend: str) -> Callable:
 
 #: the norms a residual add joins (passes.fuse_residual_norms): each norm's op and the op doing both
 _AFTER_ADD = {layer_norm.op: layer_norm.after_add, rms_norm.op: rms_norm.after_add}
+
+
+def optimize_for(graph, backend: str, fuse: bool) -> Dict[str, int]:
+    """Run the passes on ``graph`` as for a program on ``backend`` (``fuse``: with the kernels, passes.optimize);
+    returns what each did.  Fused chains get kernels where the backend has them; on the CPU the norms and
+    attention run Numba's row kernels and a residual add joins its norm in them, on the GPU in the CUDA
+    norm kernel."""
+    fusible = fusible_on(backend) if fuse else None
+    if fusible is None:
+        return optimize(graph)
+    cpu_kernels = backend == "numpy"
+    residual = (lambda n: n.params.get("rows") is not None) if cpu_kernels else (lambda n: True)
+    return optimize(graph, lambda g: fuse_elementwise(
+        g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
+        absorbs=absorbs), rows=_row_kernels() if cpu_kernels else None,
+        split=lambda g: split_biases(g, fusible, add.op),
+        residual=lambda g: fuse_residual_norms(g, add.op, _AFTER_ADD, residual))
 
 
 def _row_kernels():
@@ -172,14 +189,7 @@ class CompiledFunction:
             return None
         tensors = [x for x in leaves if isinstance(x, Tensor)]
         backend = (backend_of(tensors[0]) if tensors else cpu()).name
-        fusible = fusible_on(backend) if self.fuse else None
-        cpu_kernels = fusible is not None and backend == "numpy"
-        report = optimize(graph, None if fusible is None else lambda g: fuse_elementwise(
-            g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
-            absorbs=absorbs), rows=_row_kernels() if cpu_kernels else None,
-            split=None if fusible is None else lambda g: split_biases(g, fusible, add.op),
-            residual=lambda g: fuse_residual_norms(g, add.op, _AFTER_ADD))
-        program = self.cache[key] = build(graph, report)
+        program = self.cache[key] = build(graph, optimize_for(graph, backend, self.fuse))
         heap.retain_by_default()
         return program
 

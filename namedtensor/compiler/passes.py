@@ -337,11 +337,13 @@ def use_row_kernels(graph: Graph, rows: Any, dtypes=("float32", "float64")) -> i
     return count
 
 
-def fuse_residual_norms(graph: Graph, add: type, after_add: Dict[type, type]) -> int:
+def fuse_residual_norms(graph: Graph, add: type, after_add: Dict[type, type],
+                        in_rows: Callable[[Node], bool] = lambda n: True) -> int:
     """Join each add of two values with the sum's names and shape (a residual add: no alignment, no
-    broadcast) to a norm reading the sum that runs in row kernels (a ``rows`` param; normalised dims
-    last): one node of ``after_add[the norm's op]`` in the add's place, returning the sum and its norm.
-    The norm's other arguments (weight, bias) must exist before the add.  Returns how many."""
+    broadcast) to a norm reading the sum that runs in row kernels (normalised dims last; ``in_rows``
+    says whether the norm's node runs the kernels that do both: on the CPU, the nodes given Numba's),
+    one node of ``after_add[the norm's op]`` in the add's place, returning the sum and its norm.  The
+    norm's other arguments (weight, bias) must exist before the add.  Returns how many."""
     position = {id(n): i for i, n in enumerate(graph.nodes)}
     readers = _readers(graph)
 
@@ -358,7 +360,7 @@ def fuse_residual_norms(graph: Graph, add: type, after_add: Dict[type, type]) ->
                    for a in n.args):
             continue
         norm = next((j for j in readers.get(h.id, []) if (m := graph.nodes[j]).op in after_add and m.args[0] is h
-                     and m.params.get("rows") is not None and m.params["plan"].rows is not None
+                     and m.params["plan"].rows is not None and in_rows(m)
                      and all(before(a, i) for a in m.args[1:])), None)
         if norm is None:
             continue
@@ -377,17 +379,17 @@ def optimize(graph: Graph, fuse: Optional[Callable[[Graph], int]] = None, rows: 
              residual: Optional[Callable[[Graph], int]] = None) -> Dict[str, int]:
     """The passes in order; returns what each did (for ``explain()``).  ``split``: :func:`split_biases`
     with its arguments bound, where fusion makes kernels; ``residual``: :func:`fuse_residual_norms` with
-    its arguments bound, where there are row kernels."""
+    its arguments bound, where a backend's or the row kernels join an add to its norm."""
     report = {"nodes traced": len(graph.nodes)}
     report["constants folded"] = fold_constants(graph)
     report["subexpressions merged"] = eliminate_common_subexpressions(graph)
     report["dead nodes dropped"] = eliminate_dead_code(graph)
     if split is not None:
         report["biases split"] = split(graph)
-    if rows is not None:  # before fusion: an add that a norm reads joins the norm, not a chain
+    if rows is not None:
         report["row kernels"] = use_row_kernels(graph, rows)
-        if residual is not None:
-            report["residual norms joined"] = residual(graph)
+    if residual is not None:  # before fusion: an add that a norm reads joins the norm, not a chain
+        report["residual norms joined"] = residual(graph)
     if fuse is not None:
         report["fused groups"] = fuse(graph)
     report["nodes run"] = len(graph.nodes)

@@ -6,6 +6,11 @@
 // mean and rstd as float.  The input's gradient is rstd (u - mean(u) - xhat mean(u xhat)), u = g w
 // (RMSNorm: without mean(u)).
 //
+// A residual add joined to the norm (nt.compile's add+layer_norm): given res, the forward first writes
+// h = x + res (rounded to T, as the add alone rounds it) and normalises h; given g_add (the gradient h
+// gets from its other readers), the backward adds it to the input's gradient (each rounded to T, as
+// the add of the two gradients rounds).  Each thread reads back only the elements it wrote.
+//
 // The weight's and bias's gradients (sums over rows of g xhat and of g) are a second, deterministic
 // column reduction, no atomics: norm_param_partial (blockDim (32, 8)) gives each block 32 columns and
 // a chunk of rows, reduces its 8 warps' sums in shared memory and writes one float partial per chunk
@@ -14,15 +19,20 @@
 
 using namespace nt;
 
-// w, b: (n,) or null.  mean: (rows,) float, written when CENTERED.  rstd: (rows,) float.
+// w, b: (n,) or null.  mean: (rows,) float, written when CENTERED.  rstd: (rows,) float.  res, h: null,
+// or the residual and the sum written (rows, n).
 template <typename T, bool CENTERED, bool WARP>
-__global__ void norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
-                         float* __restrict__ mean, float* __restrict__ rstd, long long rows, int n, float eps) {
+__global__ void norm_fwd(const T* __restrict__ x0, const T* __restrict__ res, T* __restrict__ h, const T* __restrict__ w,
+                         const T* __restrict__ b, T* __restrict__ y, float* __restrict__ mean,
+                         float* __restrict__ rstd, long long rows, int n, float eps) {
     __shared__ float red[32];
     const long long row = (long long)blockIdx.x * blockDim.y + threadIdx.y;
     if (row >= rows) return;  // see softmax_rows
     const long long off = row * n;
     const float inv_n = 1.f / n;
+    if (res)
+        for (int i = threadIdx.x; i < n; i += blockDim.x) h[off + i] = from_f<T>(to_f(x0[off + i]) + to_f(res[off + i]));
+    const T* x = res ? h : x0;
     float mu = 0.f;
     if (CENTERED) {
         float acc = 0.f;
@@ -48,10 +58,11 @@ __global__ void norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const
 }
 
 // gx only (the launcher skips this kernel when gx is not wanted).  w may be null; mean is read when CENTERED.
+// g_add: null, or (rows, n) added to gx.
 template <typename T, bool CENTERED, bool WARP>
 __global__ void norm_bwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ g,
-                         const float* __restrict__ mean, const float* __restrict__ rstd, T* __restrict__ gx,
-                         long long rows, int n) {
+                         const float* __restrict__ mean, const float* __restrict__ rstd, const T* __restrict__ g_add,
+                         T* __restrict__ gx, long long rows, int n) {
     __shared__ float red[32];
     const long long row = (long long)blockIdx.x * blockDim.y + threadIdx.y;
     if (row >= rows) return;
@@ -71,7 +82,8 @@ __global__ void norm_bwd(const T* __restrict__ x, const T* __restrict__ w, const
         float u = to_f(g[off + i]);
         if (w) u *= to_f(w[i]);
         const float xhat = (to_f(x[off + i]) - mu) * r;
-        gx[off + i] = from_f<T>(r * (u - mean_u - xhat * mean_ux));
+        const T d = from_f<T>(r * (u - mean_u - xhat * mean_ux));
+        gx[off + i] = g_add ? from_f<T>(to_f(d) + to_f(g_add[off + i])) : d;
     }
 }
 
