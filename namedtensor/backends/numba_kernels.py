@@ -30,9 +30,10 @@ from .update_math import adam_coefficients, adam_update
 
 __all__ = ["norm_rows", "norm_rows_backward", "add_norm_rows", "add_norm_rows_backward", "softmax_columns", "softmax_columns_backward", "adam_"]
 
-#: elements of a block before it is split among threads: a hand-off costs tens of microseconds, a row of
-#: a few hundred elements about a tenth of one
-_PARALLEL_FROM = 1 << 20
+#: elements of a block before it is split among threads: a hand-off costs about 30 microseconds, a row of
+#: a few hundred elements about a tenth of one (the benchmark block's norms, 2048 rows of 256, took 160 to
+#: 260 us a pass on one thread and 130 to 200 split in two)
+_PARALLEL_FROM = 1 << 18
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
