@@ -9,8 +9,9 @@ are medians in ms, ratios medians of per-round ratios):
   over the keys; batch 16, 8 heads, 128 queries and keys, a causal mask), forward and forward plus
   backward: namedtensor eager, compiled (one kernel each way), PyTorch eager.
 * ``step``: one training step (forward, backward, AdamW) of bench/train_step.py's block (batch 16, seq
-  128, model 256, 8 heads, MLP 1024): eager (``AdamW()``), the block compiled with ``AdamW(fused=True)``,
-  PyTorch eager with ``AdamW(fused=True)`` (its fastest CPU update), and JAX with the whole step (loss,
+  128, model 256, 8 heads, MLP 1024): eager (``AdamW()``), the block and its loss compiled (one function)
+  with ``AdamW(fused=True)``, PyTorch eager with ``AdamW(fused=True)`` (its fastest CPU update), and JAX
+  with the whole step (loss,
   ``jax.grad``, the AdamW update) under one ``jax.jit``; against the matmul floor, the step's 10.47 GFLOP
   of matrix products at the float32 matmul rate measured here on the same threads.  Peak memory as
   train_step.py measures it (the heap trimmed after the warm-up step), each column in a process of its

@@ -103,8 +103,9 @@ def data(a: argparse.Namespace):
 
 
 def nt_step_fn(a: argparse.Namespace, compiled: bool = False, fused: bool = False):
-    """namedtensor's step; with ``compiled`` the block runs through ``nt.compile``, with ``fused`` the
-    update is ``AdamW(fused=True)`` (bench/compile.py)."""
+    """namedtensor's step; with ``compiled`` the block and its loss run through ``nt.compile`` (as one
+    function: the loss fuses with the block's last ops), with ``fused`` the update is ``AdamW(fused=True)``
+    (bench/compile.py)."""
     block = nt.nn.TransformerBlock("embed", a.model, a.heads, a.mlp)
     w = initial_weights(a)
     sd = block.state_dict()
@@ -121,11 +122,14 @@ def nt_step_fn(a: argparse.Namespace, compiled: bool = False, fused: bool = Fals
     x_np, y_np = data(a)
     x, y = nt.tensor(x_np, names=NAMES), nt.tensor(y_np, names=NAMES)
 
-    model = nt.compile(block) if compiled else block
+    def loss_of(x, y):
+        return nt.nn.functional.mse_loss(block(x, is_causal=a.causal), y)
+
+    if compiled:
+        loss_of = nt.compile(loss_of)
 
     def step() -> float:
-        out = model(x, is_causal=a.causal)
-        loss = nt.nn.functional.mse_loss(out, y)
+        loss = loss_of(x, y)
         opt.zero_grad()
         loss.backward()
         opt.step()

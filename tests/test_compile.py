@@ -476,6 +476,25 @@ def test_cuda_source_of_a_chain_forward_and_backward():
     assert "float g5 = ((float)(go0));" in body and body.splitlines()[-2:] == ["gi0 = gx0;", "gi1 = gx1;"]
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_traces_as_its_composition_which_fuses_with_the_ops_before_it(reduction):
+    pytest.importorskip("numba")
+    x = rnd(4, 6, names=("batch", "embed"), dtype="float64").requires_grad_()
+    r = rnd(4, 6, names=("batch", "embed"), seed=1, dtype="float64").requires_grad_()
+    y = rnd(6, names=("embed",), seed=2, dtype="float64")  # a target that broadcasts
+    fn = lambda x, r, y: F.mse_loss(x * 2 + r, y, reduction=reduction)
+    cf, got = compiled_quietly(fn, x, r, y)
+    last = "" if reduction == "none" else f"+{reduction}"
+    assert [n.op.name for n in program(cf).graph.nodes] == [f"fused[mul+add+sub+square{last}]"]
+    want = fn(x, r, y)
+    assert want.grad_fn.op.name == "mse_loss"  # eagerly one op
+    assert got.names == want.names
+    assert_close(got, want, rtol=1e-12, atol=1e-12)
+    for a, e in zip(nt.grad(got.sum(), [x, r]), nt.grad(want.sum(), [x, r])):
+        assert_close(a, e, rtol=1e-12, atol=1e-12)
+    assert gradcheck(cf, x, r, y)
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_a_loss_counts_the_targets_of_each_call(weighted):
     # the mean divides by the (weights of the) targets not ignored: values the graph must not freeze; the

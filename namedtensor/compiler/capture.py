@@ -121,6 +121,9 @@ def _random_states() -> List[Any]:
 class _Recorder:
     """The tracer: turns each op into a node, and knows each traced tensor's value."""
 
+    #: an op that is one fused step eagerly (mse_loss) records its parts, which fuse with their neighbours
+    traces_compositions = True
+
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
         # id(tensor) -> (tensor, value, its version counter, the count when seen)

@@ -490,12 +490,6 @@ def _loss_out(ctx: Context, node: Node, loss: str, out_perm: Optional[Sequence[i
         ctx.emit("ReduceSum" if reduction == "sum" else "ReduceMean", [loss], [_out(ctx, node)], keepdims=0)
 
 
-def _mse_loss(ctx: Context, node: Node, twin: Node) -> None:
-    dtype = node.outputs[0].dtype
-    d = ctx.emit("Sub", [_operand(ctx, a, dtype) for a in node.args])
-    _loss_out(ctx, node, ctx.emit("Mul", [d, d]))
-
-
 def _merged(ctx: Context, x: Value, perm: Sequence[int], keep: int) -> tuple:
     """``x`` with its dims in ``perm``'s order and all but the last ``keep`` merged into one, and the shape of
     the dims merged (an int64 tensor, to split the result again).  The sizes are read off the tensors when
@@ -753,7 +747,7 @@ CONVERTERS: Dict[str, Converter] = {
     "_GetItem": _getitem, "_IndexSelect": _index_select, "_Gather": _gather,
     "_Softmax": _softmax("Softmax"), "_LogSoftmax": _softmax("LogSoftmax"),
     "_Matmul": _matmul, "_Linear": _linear, "_Embedding": _embedding,
-    "_LayerNorm": _norm(True), "_RMSNorm": _norm(False), "_Attention": _attention, "_MSELoss": _mse_loss,
+    "_LayerNorm": _norm(True), "_RMSNorm": _norm(False), "_Attention": _attention,
     "_CrossEntropy": _cross_entropy, "_CrossEntropyRows": _cross_entropy, "_NLLLoss": _nll,
     "_Conv": _conv, "_ConvTranspose": _conv, "_Pool": _pool, "_Norm": _p_norm,
     "_SoftCrossEntropy": _soft_cross_entropy, "_Quantize": _quantize, "_FakeQuantize": _quantize, "_Dequantize": _dequantize,

@@ -6,6 +6,7 @@ from typing import Optional, Union
 
 from .. import _dtypes, _names, backends
 from ..autograd.graph import Op, _common_backend, apply
+from ..autograd.mode import current_tracer
 from ..tensor import Tensor
 
 SCALARS = (bool, int, float, complex)
@@ -95,6 +96,12 @@ class _Rename(Op):
 def row_hooks(B, rows):
     """What runs an op's row kernels (``Op.row_kernels``): its ``rows`` param when given, else the backend."""
     return B if rows is None else rows
+
+
+def traced_as_composition() -> bool:
+    """Whether this thread's ops report to a tracer that wants compositions (nt.compile's): an op that is
+    one fused step eagerly then records its parts instead, which fuse with the ops around them."""
+    return getattr(current_tracer(), "traces_compositions", False)
 
 
 def with_names(t: Tensor, names) -> Tensor:

@@ -14,7 +14,8 @@ Name rules (:mod:`namedtensor._names`):
 * ``cross_entropy`` and ``nll_loss`` without ``dim=`` take PyTorch's class dim, 1 (0 for 1-D logits),
   whatever its name.
 * ``mse_loss(input, target)`` and the pointwise losses: the names of the input, the target and any
-  weights unify (rule 2); ``"none"`` keeps the unified names.
+  weights unify (rule 2); ``"none"`` keeps the unified names.  (``mse_loss`` is one op eagerly; traced by
+  ``nt.compile`` it is its composition, which fuses with the ops before it.)
 
 The forward never materialises the log-probabilities: with ``lse`` the log-sum-exp over the class
 dim, the loss of class index ``t`` is ``lse - x[t]``, and label smoothing ``e`` (PyTorch's
@@ -35,7 +36,8 @@ from typing import Callable, Dict, Hashable, Optional, Tuple
 from .. import _dtypes, _names
 from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
-from ._common import has_values, inverse_permutation, sum_to, tensor_arg, with_names, with_param
+from ._common import (has_values, inverse_permutation, sum_to, tensor_arg, traced_as_composition, with_names,
+                      with_param)
 from ._fused import into, reduction_arg, require_floating, same_dtype
 from .elementwise import softplus, where
 from .naming import _permute
@@ -632,6 +634,8 @@ def mse_loss(input: Tensor, target: Tensor, size_average: Optional[bool] = None,
     names = _pair(op, input, target, ("the weight", weight))
     if weight is not None:
         return _weighted_reduced(op, input, (input - target).square(), weight, reduction, names, True)
+    if traced_as_composition():  # nt.compile: the difference, its square and the mean fuse with the ops before
+        return _reduced((input - target).square(), reduction, names)
     return apply(_MSELoss, (input, target), names if reduction == "none" else (), reduction=reduction)
 
 
