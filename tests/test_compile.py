@@ -263,7 +263,8 @@ FALLBACKS = {
     "control flow": (lambda x: x * 2 if bool((x > 0).all()) else x, "the next step needs values (item()"),
     "boolean mask": (lambda x: x[x > 0], "after gt: the next step needs values"),
     "backward": (lambda x: x.exp().sum().backward(), "backward: a backward pass inside"),
-    "in-place": (lambda x: (x * 2).relu_() + 1, "relu_: writes in place"),
+    "in-place": (lambda x: x.relu_() + 1, "relu_: writes in place into a tensor ('a',) that is an argument"),
+    "fill": (lambda x: (x * 2).fill_(1.0) + x, "fill_: writes in place"),
     "random": (lambda x: x + nt.randn(3, names=("a",)), "random numbers: were drawn while tracing"),
 }
 
@@ -287,6 +288,82 @@ def test_what_cannot_be_traced_runs_eagerly_with_a_warning_naming_it(case):
         cf(x)
     with pytest.raises(RuntimeError, match=r"fullgraph=True.*" + re.escape(fragment.split(":")[0])):
         nt.compile(fn, fullgraph=True)(x)
+
+
+def test_in_place_ops_on_values_made_inside_the_function_compile_as_their_results():
+    pytest.importorskip("numba")
+
+    def fn(a, b):
+        x = a * 2
+        x += b
+        x.relu_()
+        x.mul_(3)
+        x.clamp_(max=2.0)
+        x.masked_fill_(b > 1.0, 0.5)
+        F.relu(x, inplace=True)
+        x.exp_()
+        y = x.sum()  # read before the next edit: it keeps the value it read
+        x -= 1
+        return x * y
+
+    a = rnd(4, 5, names=("p", "q"), dtype="float64").requires_grad_()
+    b = rnd(5, names=("q",), seed=1, dtype="float64")
+    cf, got = compiled_quietly(fn, a, b)
+    nodes = [n.op.name for n in program(cf).graph.nodes]
+    assert "fused[mul+add+relu+mul+clip]" in nodes  # the edits fuse as the ops they are
+    want = fn(a, b)
+    assert got.names == want.names
+    assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert_close(nt.grad(got.sum(), [a])[0], nt.grad(want.sum(), [a])[0], rtol=1e-12, atol=1e-12)
+    assert gradcheck(cf, a, b)
+
+
+def test_in_place_dropout_draws_a_new_mask_at_every_call_as_eagerly():
+    x = rnd(4, 50, names=("b", "d"))
+    fn = lambda x: F.dropout(x * 2, 0.5, inplace=True) + 1
+    cf, _ = compiled_quietly(fn, x)
+    nt.manual_seed(3)
+    first, second = cf(x), cf(x)
+    nt.manual_seed(3)
+    assert_close(first, fn(x))
+    assert_close(second, fn(x))
+    assert not np.array_equal(first.numpy(), second.numpy())
+    assert [n.op.name for n in program(cf).graph.nodes] == ["mul", "dropout", "add"]
+
+
+def test_an_in_place_op_keeps_the_dtype_and_errors_of_the_eager_one():
+    x64 = rnd(3, names=("a",), dtype="float64")
+
+    def widen(x):
+        y = x * 2
+        y += x64  # a float64 result written into float32
+        return y
+
+    cf, got = compiled_quietly(widen, rnd(3, names=("a",)))
+    assert got.dtype == nt.float32
+    assert_close(got, widen(rnd(3, names=("a",))))
+    into_int = nt.compile(lambda i: (i * 2).add_(0.5))
+    with pytest.raises(TypeError, match="cannot write a float value"):
+        into_int(nt.tensor(np.arange(3), names=("a",)))
+
+
+@pytest.mark.parametrize("case", ["argument", "parameter", "view after", "view before", "fill"])
+def test_an_in_place_op_that_someone_else_would_see_runs_eagerly(case):
+    w = rnd(3, names=("a",), seed=2)
+    fns = {
+        "argument": (lambda x: x.mul_(2) + 1, "that is an argument of the function"),
+        "parameter": (lambda x: x * w.add_(0.0), "from outside the function"),
+        "view after": (lambda x: (lambda y: (y.reshape(3), y.add_(1))[0])(x * 2), "may share its data with a view"),
+        "view before": (lambda x: (lambda y: (y, y.reshape(3).relu_())[0])(x * 2), "may share its data with a view"),
+        "fill": (lambda x: (x * 2).fill_(1.0) + x, "fill_: writes in place"),
+    }
+    fn, fragment = fns[case]
+    x = rnd(3, names=("a",))
+    want = fn(x.clone())
+    with pytest.warns(UserWarning, match="runs eagerly") as record:
+        got = nt.compile(fn)(x.clone())
+    assert fragment in str(record[0].message)
+    assert_close(got, want)  # the eager run, views and writes as they are
 
 
 def test_a_write_into_an_external_is_refused_before_it_happens():

@@ -22,7 +22,10 @@ class _ThreadState(threading.local):
     #: after every op while a shape trace, conversion mode, a profile or ``nt.compile`` records (tracing.py,
     #: conversion.py, profiler.py, compiler/capture.py).  A tracer may also have ``backward_hook()``,
     #: called when a backward pass starts, ``inplace_hook(t, op)``, before an in-place op writes into
-    #: ``t``, ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``, and
+    #: ``t``, ``edit_hook(t, op)`` and ``edited(t, result)``, which make an in-place op of ``t`` its
+    #: out-of-place op whose ``result`` ``t`` stands for (ops/inplace.edit), ``traces_compositions``,
+    #: which makes ops that are one fused step record their parts (ops/_common.traced_as_composition),
+    #: ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``, and
     #: ``run_backward_node(node, grads)``, which runs a graph node's backward for the engine (and times
     #: it).  One tuple, replaced whole on every change, because a thread-local read costs several plain
     #: ones and ``apply`` needs both

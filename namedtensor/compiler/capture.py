@@ -139,6 +139,29 @@ class _Recorder:
         raise Untraceable(op, f"writes in place into a tensor {t.names}, which graphs do not trace yet (write "
                               "x = x.op() instead of x.op_(), x = x + y instead of x += y)")
 
+    def edit_hook(self, t: Tensor, op: str) -> None:
+        """An in-place op on the whole of ``t`` (``x += y``, ``x.relu_()``): the graph holds its result as a
+        new value, which ``t`` stands for from then on (:meth:`edited`).  That is the edit only where no other
+        tensor sees ``t``'s data: ``t`` is made inside the function (by an op, or a constant the graph alone
+        holds), and neither a view nor viewed."""
+        v = self.value_of(t, op)
+        vc = version_counter(t)
+        if v.kind in ("input", "external"):
+            what = ("that is an argument of the function" if v.kind == "input" else
+                    "from outside the function (a parameter, a buffer, a global)")
+        elif (getattr(t, "_view", None) is not None or (v.kind == "op" and _may_view(v.source.op))
+              or any(_may_view(n.op) and any(a is v for a in n.args) for n in self.graph.nodes)
+              or any(entry[2] is vc and entry[0] is not t for entry in self.seen.values())):
+            what = "that may share its data with a view"
+        else:
+            return
+        raise Untraceable(op, f"writes in place into a tensor {t.names} {what}, which graphs do not trace yet "
+                              "(write x = x.op() instead of x.op_(), x = x + y instead of x += y)")
+
+    def edited(self, t: Tensor, result: Tensor) -> None:
+        """After an edit that :meth:`edit_hook` allowed: ``t`` now stands for ``result``'s value."""
+        self.know(t, self.value_of(result, "edit"))
+
     def alias_hook(self, spec: Tensor, t: Tensor) -> None:
         self.know(spec, self.value_of(t, "to"))
 
@@ -213,6 +236,11 @@ class _Recorder:
         for v in outs:
             v.source = node
         self.graph.nodes.append(node)
+
+
+def _may_view(op: type) -> bool:
+    """Whether ``op``'s output may be a view of its input (the meta device cannot tell which are)."""
+    return op.view or getattr(op, "may_view", False)
 
 
 def _spec(t: Tensor) -> Tensor:

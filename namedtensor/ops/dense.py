@@ -27,7 +27,6 @@ from ..autograd.graph import Op, apply
 from ..tensor import Tensor
 from ._common import flag, has_values, tensor_arg, with_names, with_param
 from ._fused import into, require_floating, same_dtype
-from .elementwise import mul
 from .inplace import edit
 
 # ----------------------------------------------------------------------------- linear
@@ -290,6 +289,9 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     keep = B.rand(tuple(input._data.shape), input.dtype) >= p
     scale = 0.0 if p == 1 else 1.0 / (1.0 - p)  # PyTorch multiplies by 0: a nan stays nan
     if inplace:
-        return edit(input, mul, op, Tensor._make(B.multiply(B.astype(keep, input._data.dtype), scale),
-                                        _names.unnamed(input.ndim), B))
-    return apply(_Dropout, (input,), input._names, keep=keep, scale=scale)
+        return edit(input, _dropped, op, keep, scale)
+    return _dropped(input, keep, scale)
+
+
+def _dropped(x: Tensor, keep, scale: float) -> Tensor:
+    return apply(_Dropout, (x,), x._names, keep=keep, scale=scale)

@@ -186,17 +186,25 @@ def _result(self: Tensor, y: Any, op: str) -> Any:
 def edit(self: Tensor, fn: Callable[..., Tensor], op: str, *args: Any, **kwargs: Any) -> Tensor:
     """Write ``fn(self, *args, **kwargs)`` into ``self`` and return ``self``: the in-place form of any op
     whose result has self's shape.  Recorded in the graph (where something requires grad) as ``fn``'s
-    own nodes plus a write; the errors of ``fn`` name ``op``."""
+    own nodes plus a write; the errors of ``fn`` name ``op``.  Traced by ``nt.compile`` it is ``fn``'s
+    nodes alone: the tracer's ``edit_hook`` checks that no other tensor sees self's data, and ``self``
+    stands for the result from then on (no write is replayed)."""
     tensor_arg(self, op)
+    if _traced():
+        tracer = _state.current[1]
+        tracer.edit_hook(self, op)
+        y = _named_errors(fn, op, self, *args, **kwargs)
+        names = _result(self, y, op)
+        if y.dtype is not self.dtype:
+            y = y.to(self.dtype)
+        self._names = names
+        self._node, self._rg = y._node, y._rg
+        if y._node is not None:
+            self._idx = y._idx
+        tracer.edited(self, y)
+        return self
     graph = _records(self, op, *args, *kwargs.values())
-    base = getattr(fn, "__name__", op)
-    try:
-        y = fn(_snapshot(_current(self)) if graph else self, *args, **kwargs)
-    except (TypeError, ValueError, IndexError) as e:
-        message = str(e)
-        if not message.startswith(base + ":") or base == op:
-            raise
-        raise type(e)(op + message[len(base):]) from None
+    y = _named_errors(fn, op, _snapshot(_current(self)) if graph else self, *args, **kwargs)
     names = _result(self, y, op)
     if graph:
         return _commit(self, y, names, op)
@@ -206,6 +214,23 @@ def edit(self: Tensor, fn: Callable[..., Tensor], op: str, *args: Any, **kwargs:
     _write(self, _ALL, data, op)
     self._names = names
     return self
+
+
+def _traced() -> bool:
+    """Whether this thread's tracer holds edits as values (nt.compile's): :func:`edit` then runs the op alone."""
+    return hasattr(_state.current[1], "edit_hook")
+
+
+def _named_errors(fn: Callable[..., Tensor], op: str, *args: Any, **kwargs: Any) -> Tensor:
+    """``fn(*args, **kwargs)``, its errors naming the in-place ``op`` the user called instead of ``fn``."""
+    base = getattr(fn, "__name__", op)
+    try:
+        return fn(*args, **kwargs)
+    except (TypeError, ValueError, IndexError) as e:
+        message = str(e)
+        if not message.startswith(base + ":") or base == op:
+            raise
+        raise type(e)(op + message[len(base):]) from None
 
 
 def _overwrite(self: Tensor, values: Any, names, op: str) -> Tensor:
@@ -291,12 +316,14 @@ def _binary_inplace(name: str, backend_fn: str, out_of_place: Callable, float_re
     which must then be copied before the write (add and sub read neither operand)."""
 
     def fn(self: Tensor, other) -> Tensor:
-        graph = _records(self, name, other)
         if float_result and self.dtype.kind not in "fc":
             raise TypeError(
                 f"{name}: true division gives floats, which cannot be written into a tensor of dtype "
                 f"{self.dtype!r}; use the out-of-place op or convert first (e.g. .float())."
             )
+        if _traced():
+            return edit(self, out_of_place, name, other)
+        graph = _records(self, name, other)
         o, names = _other(self, other, self._names, name)
         if graph:
             old = _current(self)
@@ -319,9 +346,11 @@ div_ = _binary_inplace("div_", "divide", elementwise.div, float_result=True)
 
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """In place ``clamp``: limit to ``[min, max]`` (numbers or tensors that fit self); returns self."""
-    graph = _records(self, "clamp_", min, max)
     if min is None and max is None:
         raise ValueError("clamp_: give min, max or both.")
+    if _traced():
+        return edit(self, clip, "clamp_", min, max)
+    graph = _records(self, "clamp_", min, max)
     names = self._names
     lo = hi = None
     if min is not None:
@@ -337,6 +366,8 @@ def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
 
 def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
     """In place ``masked_fill``: ``value`` (number or 0-dim tensor) where ``mask`` is true; returns self."""
+    if _traced():
+        return edit(self, masked_fill, "masked_fill_", mask, value)
     graph = _records(self, "masked_fill_", value)
     mask, value, names = masked_args(self, mask, value, "masked_fill_")
     if graph:

@@ -46,6 +46,9 @@ def _track_view(out: Tensor, t: Tensor, op: type, **params: Any) -> Tensor:
 class _Reshape(Op):
     name = "reshape"
     complex_grad = True
+    #: its output is a view of its input where the backend makes one (_track_view), which a trace on the
+    #: meta device cannot tell: nt.compile treats it as one when it meets an in-place edit
+    may_view = True
 
     @staticmethod
     def forward(B, x, shape):
