@@ -284,6 +284,17 @@ def test_mse_loss_exports(reduction):
     check(lambda x, y: F.mse_loss(x, y, reduction=reduction), [x_spec(), x_spec()], sizes=({}, {"seq": 8}))
 
 
+def test_in_place_ops_export_as_the_ops_they_are():
+    def fn(x, y):
+        h = x * 2
+        h += y
+        F.relu(h, inplace=True)
+        h.clamp_(max=3.0)
+        return h
+
+    check(fn, [x_spec(), x_spec()], sizes=({}, {"batch": 3, "seq": 7}))
+
+
 # ----------------------------------------------------------------------------- what does not export
 
 
