@@ -1024,11 +1024,64 @@ def test_powers_by_a_number_fuse_as_products_with_pows_edge_cases(exponent, dtyp
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=ulp, atol=0)  # NaN, infinities
     np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(want.numpy()))  # and signed zeros
     fused = "fused[mul+pow+mul]" in cf.explain()
-    assert fused == (exponent != 1.5)  # 1.5 needs the C library's pow: that chain stays as its ops
+    # 1.5 in float64 needs the C library's pow: that chain stays as its ops (float32: numba_math.pow32)
+    assert fused == (exponent != 1.5 or dtype == "float32")
     xs = nt.tensor(np.linspace(0.1, 3, 30), names=("i",)).requires_grad_()
     cf64, got = compiled_quietly(fn, xs)
     assert_close(nt.grad(got.sum(), xs)[0], nt.grad(fn(xs).sum(), xs)[0], rtol=1e-14, atol=1e-14)
     assert gradcheck(cf64, xs)
+
+
+def test_pow32_is_within_a_float32_ulp_of_numpy_with_its_special_cases():
+    numba = pytest.importorskip("numba")
+    from namedtensor.backends import numba_math
+
+    @numba.njit(error_model="numpy")
+    def each(x, y, out):
+        for i in range(x.shape[0]):
+            out[i] = numba_math.pow32(x[i], y[i])
+
+    rng = np.random.default_rng(0)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 1.5, -1.5,
+                        1e-40, 3.4e38, -7.0], "float32")
+    xs, ys = (a.ravel() for a in np.meshgrid(special, special))
+    x = np.concatenate([xs, rng.uniform(0, 10, 100000), -rng.uniform(0, 10, 10000), np.exp(rng.uniform(-80, 80, 100000))])
+    y = np.concatenate([ys, rng.uniform(-20, 20, 100000), np.round(rng.uniform(-9, 9, 10000)), rng.uniform(-1, 1, 100000)])
+    x, y = x.astype("float32"), y.astype("float32")
+    got = np.empty_like(x)
+    each(x, y, got)
+    with np.errstate(all="ignore"):
+        want = np.power(x, y)
+    n = len(xs)  # the special cases: NaN, infinities and signed zeros where the C library has them
+    np.testing.assert_array_equal(np.isnan(got[:n]), np.isnan(want[:n]))
+    np.testing.assert_array_equal(np.signbit(got[:n]), np.signbit(want[:n]))
+    np.testing.assert_allclose(got, want, rtol=1.2e-7, atol=1.5e-45)  # a subnormal result: one step of them
+    normal = np.isfinite(want) & (np.abs(want) >= np.finfo(np.float32).tiny)
+    ulps = np.abs(got[normal].astype(float) - want[normal]) / np.spacing(np.abs(want[normal]))
+    assert ulps.max() <= 1.0
+
+
+def test_float32_powers_of_any_operands_fuse():
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(0)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, -2.0, 0.5, 3.0, -3.0, 1.5])
+    bases, powers = (a.ravel().astype("float32") for a in np.meshgrid(special, special))
+    x = nt.tensor(np.concatenate([bases, rng.uniform(0, 5, 500).astype("float32")]), names=("i",))
+    y = nt.tensor(np.concatenate([powers, rng.uniform(-6, 6, 500).astype("float32")]), names=("i",))
+    fn = lambda x, y: ((x * 1.0) ** (y * 1.0) + 1.0, (2.0 ** (y * 0.5)) * 1.0)
+    with np.errstate(all="ignore"):
+        cf, got = compiled_quietly(fn, x, y)
+        want = fn(x, y)
+    assert [n.op.name for n in program(cf).graph.nodes] == ["fused[mul+mul+pow+add+mul+pow+mul]"]
+    for g, w in zip(got, want):  # within a float32 ulp (pow32 rounds once, from float64), NaN where NumPy's
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1.2e-7, atol=0)
+        np.testing.assert_array_equal(np.signbit(g.numpy()), np.signbit(w.numpy()))  # signed zeros, NaNs
+    xs = nt.tensor(rng.uniform(0.2, 3, 40).astype("float32"), names=("i",)).requires_grad_()
+    ys = nt.tensor(rng.uniform(-2, 2, 40).astype("float32"), names=("i",)).requires_grad_()
+    cf, got = compiled_quietly(lambda x, y: x ** y * 2.0, xs, ys)
+    assert [n.op.name for n in program(cf).graph.nodes] == ["fused[pow+mul]"]
+    for a, e in zip(nt.grad(got.sum(), [xs, ys]), nt.grad((xs ** ys * 2.0).sum(), [xs, ys])):
+        assert_close(a, e, rtol=1e-6, atol=1e-6)
 
 
 def _residual(norm: str):

@@ -1,4 +1,4 @@
-"""exp, expm1, tanh, erf, log and log1p for the CPU kernels, written so that LLVM vectorizes the loops that call them.
+"""exp, expm1, tanh, erf, log, log1p and float32 pow for the CPU kernels, written so that LLVM vectorizes the loops that call them.
 
 Numba compiles ``math.exp`` to a call of the C library once per element, which no loop vectorizer can
 widen; these are arithmetic, a comparison or two and a bit cast, all of which it can.  ``exp``,
@@ -20,18 +20,23 @@ holds nothing else there), as the NumPy backend's float32 ``erf`` computes it.  
 f)`` and a polynomial in ``s^2``); ``log32``: Cephes' ``logf`` (a polynomial in ``f``, no division).
 ``log1p(x)``: ``log(u)`` of ``u = 1 + x`` corrected by the rounding of that sum, ``((u - 1) - x) / u``.
 ``expm1(x)``: Kahan's ``(u - 1) x / log(u)`` of ``u = e^x``, whose rounding error the ratio cancels
-(``x`` itself where ``u`` rounds to 1); ``expm1_32`` the same in float32.
+(``x`` itself where ``u`` rounds to 1); ``expm1_32`` the same in float32.  ``pow32(x, y)``: ``x ** y`` of
+float32 operands as ``exp(y log|x|)`` in float64 (well within a float32 ulp), with the C library's special
+cases (a negative base to an odd integer power, NaN for a negative base to a non-integer, ``x ** 0``,
+``1 ** y`` and ``(-1) ** inf`` are 1); float64 powers have no such form (its error would grow with
+``|y log x|`` in float64 ulps), so they call the C library.
 Subnormal inputs are scaled into the normal range first.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 from numba import float32, int32, njit, types
 from numba.extending import intrinsic, overload
 
 __all__ = ["exp", "tanh", "log", "log1p", "expm1", "exp32", "tanh32", "erf32", "log32", "log1p32", "expm1_32",
-           "exp_of"]
+           "pow32", "exp_of"]
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
@@ -260,6 +265,22 @@ def expm1_32(x):
     out = x if u == float32(1.0) else out
     out = float32(-1.0) if u - float32(1.0) == float32(-1.0) else out
     return u if u == float32(float("inf")) else out
+
+
+@njit(inline="always", cache=True)
+def pow32(x, y):
+    # |x|^y as exp(y log|x|) in float64: its relative error, about |y log|x|| float64 ulps, stays far below
+    # a float32 ulp wherever the result is a float32 (|y log|x|| < 104); then C's special cases
+    xd, yd = float(x), float(y)
+    out = exp(yd * log(abs(xd)))
+    whole = np.floor(yd) == yd  # an integer, or infinite
+    half = yd * 0.5
+    odd = whole and np.floor(half) != half and abs(yd) < 9007199254740992.0
+    out = -out if (odd and _bits_of_double(xd) < 0) else out  # a negative base (-0 too) to an odd power
+    # the square root of a negative number: the processor's default NaN, as the C library's pow returns
+    out = np.sqrt(xd) if (xd < 0.0 and xd != -float("inf") and not whole and yd == yd) else out
+    out = 1.0 if (yd == 0.0 or xd == 1.0 or (xd == -1.0 and abs(yd) == float("inf"))) else out
+    return float32(out)
 
 
 def exp_of(x):

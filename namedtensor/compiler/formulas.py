@@ -191,13 +191,14 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
 
 #: the formulas that compile to vector instructions on the CPU: arithmetic, comparisons, selections,
 #: square roots, and exp, expm1, tanh, log and log1p (backends/numba_math.py), forward and backward; the
-#: others call the C library (sin, cos, pow...) one element at a time, several times slower than NumPy's
-#: vectorized loops, so a chain that uses one gets no CPU kernel
+#: others call the C library (sin, cos, float64 pow...) one element at a time, several times slower than
+#: NumPy's vectorized loops, so a chain that uses one gets no CPU kernel
 ARITHMETIC = frozenset({"_Add", "_Sub", "_Mul", "_Div", "_Neg", "_Abs", "_Square", "_Reciprocal", "_Sqrt", "_Rsqrt",
                         "_Relu", "_Maximum", "_Minimum", "_Where", "_Clip", "_Eq", "_Ne", "_Lt", "_Le", "_Gt", "_Ge",
                         "_Exp", "_Expm1", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Softplus"})
-#: and those that do in float32 chains (numba_math.erf32 is exact to float32's precision only)
-FLOAT32_ONLY = frozenset({"_Erf", "_Gelu", "_GeluTanh"})
+#: and those that do in float32 chains (numba_math.erf32 is exact to float32's precision only; pow32, any
+#: power, computes in float64, which is exact enough for a float32 result only)
+FLOAT32_ONLY = frozenset({"_Erf", "_Gelu", "_GeluTanh", "_Pow"})
 
 
 #: the formulas whose eager form takes several passes over memory or a slow loop (erf's), so that even
@@ -212,7 +213,8 @@ def work(chain: Chain) -> int:
 
 def vectorizes(ops: Sequence[Tuple[str, Sequence[Any]]], dtypes: Sequence[str]) -> bool:
     """Whether the formulas of ``ops`` (each an Op class name and its arguments: values, or numbers),
-    computing in ``dtypes``, all vectorize on the CPU; ``pow`` does by the numbers of POW_EXPONENTS."""
+    computing in ``dtypes``, all vectorize on the CPU; ``pow`` does in float32, and in float64 by the
+    numbers of POW_EXPONENTS."""
     single = all(d in ("float32", "bool") for d in dtypes)
     return all(n in ARITHMETIC or (single and n in FLOAT32_ONLY) or (n == "_Pow" and _number(args[1]) in POW_EXPONENTS
                                                                      and _number(args[0]) is None)

@@ -17,8 +17,8 @@ the compile time).
 A chain may end in a sum or mean over any dims, or in a softmax or log-softmax along its last dim (one
 task per row): the chain's values are then never stored.
 
-Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, expm1, tanh, erf, log and
-log1p come from backends/numba_math.py): a call of the C library's sin per element is several times
+Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, expm1, tanh, erf, log,
+log1p and float32 pow come from backends/numba_math.py): a call of the C library's sin per element is several times
 slower than NumPy's vectorized loops, so graphs leave such ops unfused.
 
 The source goes to a file under :func:`cache_dir` named by its hash, and Numba caches its machine code
@@ -57,7 +57,7 @@ _PARALLEL_FROM = 1 << 24
 _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
 _HEAD = ["import numpy as np", "from math import sqrt, sin, cos, fabs, pow",
          "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "
-         "log32, log1p32",
+         "log32, log1p32, pow32",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
@@ -88,7 +88,7 @@ def cache_dir() -> Path:
 
 #: a float literal of a formula's text that is not yet typed
 _LITERAL = re.compile(r"(?<!float32\()(?<!float64\()(?<![\w.])(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
-_FLOAT32_MATH = re.compile(r"\b(expm1|exp|tanh|erf|log1p|log)\(")
+_FLOAT32_MATH = re.compile(r"\b(expm1|exp|tanh|erf|log1p|log|pow)\(")
 
 
 def _float32_function(call: "re.Match") -> str:
