@@ -264,7 +264,7 @@ FALLBACKS = {
     "boolean mask": (lambda x: x[x > 0], "after gt: the next step needs values"),
     "backward": (lambda x: x.exp().sum().backward(), "backward: a backward pass inside"),
     "in-place": (lambda x: x.relu_() + 1, "relu_: writes in place into a tensor ('a',) that is an argument"),
-    "fill": (lambda x: (x * 2).fill_(1.0) + x, "fill_: writes in place"),
+    "sampler": (lambda x: (x * 2).uniform_() + x, "uniform_: writes in place"),
     "random": (lambda x: x + nt.randn(3, names=("a",)), "random numbers: were drawn while tracing"),
 }
 
@@ -318,6 +318,34 @@ def test_in_place_ops_on_values_made_inside_the_function_compile_as_their_result
     assert gradcheck(cf, a, b)
 
 
+def test_writes_into_parts_of_a_tensor_made_inside_the_function_compile_as_values():
+    def fn(x, v, i):
+        y = x * 2
+        y[0] = 1.0
+        y[1:3] = v
+        y[{"a": 4}] = v * 3
+        y[i] = -1.0  # an index tensor: read at every call
+        z = x + 1
+        z.zero_()
+        w = x - 1
+        w.copy_(v)
+        u = x * 3
+        u.fill_(2.0)
+        return y + z + w + u
+
+    x = rnd(6, 4, names=("a", "b"), dtype="float64").requires_grad_()
+    v = rnd(4, names=("b",), seed=1, dtype="float64").requires_grad_()
+    cf, got = compiled_quietly(fn, x, v, nt.tensor([5], names=("k",)))
+    assert [n.op.name for n in program(cf).graph.nodes].count("setitem") == 7
+    for i in ([5], [2, 5]):
+        index = nt.tensor(i, names=("k",))
+        got, want = cf(x, v, index), fn(x, v, index)
+        assert_close(got, want, rtol=0, atol=0)
+        for a, e in zip(nt.grad(got.sum(), [x, v]), nt.grad(want.sum(), [x, v])):
+            assert_close(a, e, rtol=1e-12, atol=1e-12)
+    assert gradcheck(cf, x, v, nt.tensor([5], names=("k",)))
+
+
 def test_an_in_place_op_keeps_the_dtype_and_errors_of_the_eager_one():
     x64 = rnd(3, names=("a",), dtype="float64")
 
@@ -334,7 +362,7 @@ def test_an_in_place_op_keeps_the_dtype_and_errors_of_the_eager_one():
         into_int(nt.tensor(np.arange(3), names=("a",)))
 
 
-@pytest.mark.parametrize("case", ["argument", "parameter", "view after", "view before", "fill"])
+@pytest.mark.parametrize("case", ["argument", "parameter", "view after", "view before", "setitem", "sampler"])
 def test_an_in_place_op_that_someone_else_would_see_runs_eagerly(case):
     w = rnd(3, names=("a",), seed=2)
     fns = {
@@ -342,11 +370,14 @@ def test_an_in_place_op_that_someone_else_would_see_runs_eagerly(case):
         "parameter": (lambda x: x * w.add_(0.0), "from outside the function"),
         "view after": (lambda x: (lambda y: (y.reshape(3), y.add_(1))[0])(x * 2), "may share its data with a view"),
         "view before": (lambda x: (lambda y: (y, y.reshape(3).relu_())[0])(x * 2), "may share its data with a view"),
-        "fill": (lambda x: (x * 2).fill_(1.0) + x, "fill_: writes in place"),
+        "setitem": (lambda x: (x.__setitem__(0, 1.0), x * 2)[1], "setitem: writes in place into a tensor ('a',) that is"),
+        "sampler": (lambda x: (x * 2).normal_() + x, "normal_: writes in place"),
     }
     fn, fragment = fns[case]
     x = rnd(3, names=("a",))
+    nt.manual_seed(0)  # the sampler's: the eager run inside draws the same numbers
     want = fn(x.clone())
+    nt.manual_seed(0)
     with pytest.warns(UserWarning, match="runs eagerly") as record:
         got = nt.compile(fn)(x.clone())
     assert fragment in str(record[0].message)

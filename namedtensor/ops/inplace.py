@@ -191,18 +191,9 @@ def edit(self: Tensor, fn: Callable[..., Tensor], op: str, *args: Any, **kwargs:
     stands for the result from then on (no write is replayed)."""
     tensor_arg(self, op)
     if _traced():
-        tracer = _state.current[1]
-        tracer.edit_hook(self, op)
+        _state.current[1].edit_hook(self, op)
         y = _named_errors(fn, op, self, *args, **kwargs)
-        names = _result(self, y, op)
-        if y.dtype is not self.dtype:
-            y = y.to(self.dtype)
-        self._names = names
-        self._node, self._rg = y._node, y._rg
-        if y._node is not None:
-            self._idx = y._idx
-        tracer.edited(self, y)
-        return self
+        return _stands_for(self, y, _result(self, y, op))
     graph = _records(self, op, *args, *kwargs.values())
     y = _named_errors(fn, op, _snapshot(_current(self)) if graph else self, *args, **kwargs)
     names = _result(self, y, op)
@@ -213,6 +204,18 @@ def edit(self: Tensor, fn: Callable[..., Tensor], op: str, *args: Any, **kwargs:
         data = self._B.astype(data, self._B.native(self.dtype))
     _write(self, _ALL, data, op)
     self._names = names
+    return self
+
+
+def _stands_for(self: Tensor, y: Tensor, names) -> Tensor:
+    """In nt.compile's trace: ``self`` names ``y`` (cast to self's dtype, as a write casts) from now on."""
+    if y.dtype is not self.dtype:
+        y = y.to(self.dtype)
+    self._names = names
+    self._node, self._rg = y._node, y._rg
+    if y._node is not None:
+        self._idx = y._idx
+    _state.current[1].edited(self, y)
     return self
 
 
@@ -387,7 +390,7 @@ def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
 
 def fill_(self: Tensor, value: Any) -> Tensor:
     """Set every element to ``value`` (a number or a 0-dim tensor); returns self."""
-    graph = _records(self, "fill_", value)
+    graph = not _traced() and _records(self, "fill_", value)
     if isinstance(value, Tensor):
         if value.ndim != 0:
             raise ValueError(f"fill_: the value must be a number or a 0-dim tensor, got shape {value.shape}; "
@@ -395,6 +398,9 @@ def fill_(self: Tensor, value: Any) -> Tensor:
     elif as_number(value) is None:
         raise TypeError(f"fill_: the value must be a number or a 0-dim tensor, got {type(value).__name__}.")
     v, _ = _other(self, value, self._names, "fill_")
+    if _traced():
+        _put(self, ..., value, "fill_")
+        return self
     if graph:
         return _overwrite(self, value, self._names, "fill_")
     _write(self, _ALL, v, "fill_")
@@ -410,10 +416,13 @@ def copy_(self: Tensor, src: Any) -> Tensor:
     """Copy ``src`` (a tensor or array that broadcasts onto self) into self; returns self.
 
     ``src``'s names may fill self's ``None`` dims; its dtype is cast to self's ('same_kind')."""
-    graph = _records(self, "copy_", src)
+    graph = not _traced() and _records(self, "copy_", src)
     if as_number(src) is not None and getattr(src, "ndim", None) is None:  # a 0-dim array is an array
         raise TypeError("copy_: src must be a tensor or an array; use fill_ for a number.")
     v, names = _other(self, src, self._names, "copy_")
+    if _traced():
+        _put(self, ..., operand(src, self, "copy_"), "copy_")
+        return self
     if graph:
         return _overwrite(self, operand(src, self, "copy_"), names, "copy_")
     _write(self, _ALL, v, "copy_")
@@ -423,9 +432,16 @@ def copy_(self: Tensor, src: Any) -> Tensor:
 
 class _IndexPut(Op):
     """``t[key] = value`` in the graph: the value (input 1) in the indexed region, the old value
-    (input 0) elsewhere.  Recorded after the write, never run forward."""
+    (input 0) elsewhere.  Eagerly recorded after the write; nt.compile's graphs run its forward, a copy
+    of the old value written into (the edit as a value: :func:`edit`)."""
 
     name = "setitem"
+
+    @staticmethod
+    def forward(B, x, value, *, key, basic, region):
+        out = B.asarray(x, copy=True)
+        B.setitem(out, key, value)
+        return out
 
     @staticmethod
     def backward(node, g):
@@ -437,14 +453,24 @@ class _IndexPut(Op):
         shape = node.in_shapes[1]
         if shape is None:  # a number was written
             return ga, None
-        region = apply(_GetItem if basic else _Take, (g,), node.params["names"], key=key)
-        return ga, sum_to(region, shape, node.in_names[1])
+        part = apply(_GetItem if basic else _Take, (g,), node.params["region"], key=key)
+        return ga, sum_to(part, shape, node.in_names[1])
 
 
 def setitem(self: Tensor, key: Any, value: Any) -> None:
     """``t[key] = value``: key as for ``t[key]`` (positional or a dict by name); value a number, tensor
     or array whose names unify with the indexed part's names and may fill self's ``None`` dims."""
-    graph = _records(self, "setitem", value)
+    _put(self, key, value, "setitem")
+
+
+def _put(self: Tensor, key: Any, value: Any, op: str) -> None:
+    """``setitem`` for the in-place op ``op`` (``fill_`` and ``copy_`` are writes of the whole tensor too,
+    as values in nt.compile's trace)."""
+    if _traced():
+        _state.current[1].edit_hook(self, op)
+        graph = False
+    else:
+        graph = _records(self, op, value)
     raw, tokens, region, basic = plan(self, key, "setitem")
     number = as_number(value)
     if number is not None:
@@ -458,6 +484,11 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
         names = _names.setitem(self._names, tokens, value._names, "setitem")
         check_value_kind(self.dtype, value.dtype.kind, "setitem")
         data = value.array
+    if _traced():
+        after = apply(_IndexPut, (self, number if number is not None else value), names, key=raw, basic=basic,
+                      region=region)
+        _stands_for(self, after, names)
+        return
     if not graph:
         _write(self, raw, data, "setitem")
         self._names = names
@@ -466,7 +497,7 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
     _write(self, raw, data, "setitem")
     after = Tensor._make(self._data, names, self._B)
     record(_IndexPut, (before, number if number is not None else value), (after,),
-           {"key": raw, "basic": basic, "names": region}, None, self._B)
+           {"key": raw, "basic": basic, "region": region}, None, self._B)
     _commit(self, after, names, "setitem")
 
 
