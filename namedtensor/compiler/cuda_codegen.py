@@ -255,7 +255,7 @@ def softmax_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
         fn = built.get(device)
         if fn is None:
             fn = built[device] = xp.RawModule(code=source).get_function(name)
-        fn((rows,), (threads,), [xp.ascontiguousarray(a) for a in arrays] + [out])
+        fn((rows,), (threads,), (*(xp.ascontiguousarray(a) for a in arrays), out))
         return (out,)
 
     return kernel
