@@ -26,7 +26,7 @@ from ..ops.normalization import layer_norm, rms_norm
 from ..tensor import Tensor
 from . import cuda_codegen, formulas, numba_codegen
 from .capture import Untraceable, capture, describe_key, flatten, signature, unflatten
-from .ir import Node, Value
+from .ir import Graph, Node, Value
 from .passes import fuse_elementwise, fuse_residual_norms, optimize, split_biases
 from .program import Program, build
 
@@ -80,7 +80,7 @@ def kernels_on(backend: str) -> Callable:
 _AFTER_ADD = {layer_norm.op: layer_norm.after_add, rms_norm.op: rms_norm.after_add}
 
 
-def optimize_for(graph, backend: str, fuse: bool) -> Dict[str, int]:
+def optimize_for(graph: Graph, backend: str, fuse: bool) -> Dict[str, int]:
     """Run the passes on ``graph`` as for a program on ``backend`` (``fuse``: with the kernels, passes.optimize);
     returns what each did.  Fused chains get kernels where the backend has them; on the CPU the norms and
     attention run Numba's row kernels and a residual add joins its norm in them, on the GPU in the CUDA
@@ -89,12 +89,12 @@ def optimize_for(graph, backend: str, fuse: bool) -> Dict[str, int]:
     if fusible is None:
         return optimize(graph)
     cpu_kernels = backend == "numpy"
-    residual = (lambda n: n.params.get("rows") is not None) if cpu_kernels else (lambda n: True)
+    in_rows = (lambda n: n.params.get("rows") is not None) if cpu_kernels else (lambda n: True)
     return optimize(graph, lambda g: fuse_elementwise(
         g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
         absorbs=absorbs), rows=_row_kernels() if cpu_kernels else None,
         split=lambda g: split_biases(g, fusible, add.op),
-        residual=lambda g: fuse_residual_norms(g, add.op, _AFTER_ADD, residual))
+        residual=lambda g: fuse_residual_norms(g, add.op, _AFTER_ADD, in_rows))
 
 
 def _row_kernels():

@@ -201,7 +201,8 @@ def softmax_source(chain: Chain, in_dtypes: Sequence[str], in_shapes: Sequence[S
         moved = [f" nt_at{k} += nt_i * {s[d]}LL;" for k, s in enumerate(strides) if s[d]]
         if moved:
             body.append(f"    {{ const long long nt_i = nt_r % {full[d]}LL;{''.join(moved)} }}")
-        body.append(f"    nt_r /= {full[d]}LL;")
+        if d:
+            body.append(f"    nt_r /= {full[d]}LL;")
     body += [f"    {out_type}* nt_y = nt_out + nt_row * {cols}LL;",
              f"    {out_type} nt_top = ({out_type})(-__int_as_float(0x7f800000));",
              f"    for (long long nt_c = nt_lane; nt_c < {cols}LL; nt_c += {threads}) {{"]
