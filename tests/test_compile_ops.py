@@ -152,6 +152,33 @@ class CausalBlock(nn.Module):
         return self.block(x, is_causal=True)
 
 
+def _in_place(x, y, i):
+    """In-place ops on tensors the function makes, each traced as its out-of-place op (or a setitem)."""
+    a = x * 1.5
+    a += y
+    a -= 0.25
+    a *= y.abs() + 0.5
+    a /= 2.0
+    a.relu_()
+    a.exp_()
+    a.clamp_(max=3.0)
+    a.sigmoid_()
+    a.pow_(2)
+    b = y * 2
+    b.masked_fill_(y > 0.5, -1.0)
+    b[0] = 0.25
+    b[:, 1:3] = x[:, 1:3]
+    b[i] = 0.5
+    c = x - 1
+    c.tanh_()
+    c.copy_(x * y)
+    F.relu(c, inplace=True)
+    d = x + 0.0
+    d.zero_()
+    d.fill_(0.5)
+    return a, b, c + d
+
+
 def _cse_then_layer_norm(x, w):
     # merging the second exp rewrites every later node, the layer norm (whose params hold a plan) too
     return F.layer_norm(x.exp() + x.exp(), weight=w, dim="embed")
@@ -324,6 +351,7 @@ CASES = {
     # ---------------------------------------------------------------- what nt.compile itself does
     "closure_external": (_closure_weight(), lambda d: (x3(d),)),
     "constants_and_cse": (_constants, lambda d: (x3(d),)),
+    "in_place": (_in_place, lambda d: (x3(d), x3(d, 1), ints(2, 1, names=("k",), seed=3))),
     "cse_then_layer_norm": (_cse_then_layer_norm, lambda d: (x3(d), rnd(8, names=("embed",), seed=3, dtype=d))),
     "nested_outputs": (lambda x, y, k: {"sum": x + y, "pair": [x * k, (y.exp(), k)]},
                        lambda d: (x3(d), x3(d, 1), 3)),
