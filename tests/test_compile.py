@@ -346,6 +346,59 @@ def test_writes_into_parts_of_a_tensor_made_inside_the_function_compile_as_value
     assert gradcheck(cf, x, v, nt.tensor([5], names=("k",)))
 
 
+#: in-place steps on the tensor ``a`` a function made (``b`` another, ``x`` the argument), with values kept
+#: in a range where every step is smooth; "view" takes a reshape of ``a`` that a later step reads
+_EDITS = {
+    "add": lambda a, b, x: a.__iadd__(b),
+    "scale": lambda a, b, x: a.__imul__(0.5),
+    "sub_x": lambda a, b, x: a.sub_(x),
+    "tanh": lambda a, b, x: a.tanh_(),
+    "exp": lambda a, b, x: a.clamp_(-2.0, 2.0).exp_(),
+    "sigmoid": lambda a, b, x: a.sigmoid_(),
+    "slice": lambda a, b, x: a.__setitem__((slice(1, 3),), b[1:3] * 2),
+    "row": lambda a, b, x: a.__setitem__(0, 0.25),
+    "mask": lambda a, b, x: a.masked_fill_(b > 0.5, -0.5),
+    "copy": lambda a, b, x: a.copy_(b * x),
+    "new_b": None,  # b = a * 1.5 (out of place): later edits of a leave b alone
+    "view": None,  # v = a.reshape(...): every later edit of a must show in v, so they run eagerly
+}
+
+
+@settings(max_examples=40)
+@given(steps=st.lists(st.sampled_from(sorted(_EDITS)), min_size=1, max_size=8))
+def test_a_sequence_of_in_place_edits_compiles_to_the_eager_values_and_gradients(steps):
+    def fn(x):
+        a, b, views = x * 1.0, x.exp(), []
+        for step in steps:
+            if step == "new_b":
+                b = a * 1.5
+            elif step == "view":
+                views.append(a.reshape(4, 3))
+            else:
+                _EDITS[step](a, b, x)
+        return (a + b.sum(), *views)
+
+    x = rnd(4, 3, names=("i", "j"), dtype="float64").requires_grad_()
+    want = fn(x)
+    cf = nt.compile(fn, fuse=False)  # what the trace makes of the edits (fused kernels: the tests above)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = cf(x)
+    viewed_then_edited = "view" in steps and any(s not in ("view", "new_b") for s in steps[steps.index("view"):])
+    assert bool(caught) == viewed_then_edited  # compiled unless a view would see a later edit
+    for g, e in zip(got, want):
+        assert g.names == e.names
+        assert_close(g, e, rtol=1e-12, atol=1e-12)
+    weights = [rnd(*e.shape, names=e.names, seed=k + 5, dtype="float64") for k, e in enumerate(want)]
+    try:
+        eager_grad = nt.grad(list(want), [x], weights)[0]
+    except RuntimeError as e:  # an edit of a value an op saved: eagerly no gradient; the graph's is the function's
+        assert "modified in place" in str(e)
+        assert viewed_then_edited or gradcheck(cf, x)  # (run eagerly, the compiled function has none either)
+    else:
+        assert_close(nt.grad(list(got), [x], weights)[0], eager_grad, rtol=1e-12, atol=1e-12)
+
+
 def test_an_in_place_op_keeps_the_dtype_and_errors_of_the_eager_one():
     x64 = rnd(3, names=("a",), dtype="float64")
 
