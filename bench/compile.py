@@ -4,7 +4,9 @@ Three tables, each timed side by side in this process (columns take turns in shu
 are medians in ms, ratios medians of per-round ratios):
 
 * ``loop``: PyTorch's TorchScript example ``for _ in range(10): x = x * x`` on float32 vectors of
-  several sizes: NumPy, namedtensor eager, namedtensor compiled (one fused kernel), PyTorch eager.
+  several sizes: NumPy, namedtensor eager, namedtensor compiled (one fused kernel), PyTorch eager (a
+  sample is the mean of as many calls as eager makes in 2 ms: a single call of a few microseconds would
+  time mostly the timer).
 * ``softmax``: scale + mask + softmax of attention scores written by hand (``(s * 0.17 + mask).softmax``
   over the keys; batch 16, 8 heads, 128 queries and keys, a causal mask), forward and forward plus
   backward: namedtensor eager, compiled (one kernel each way), PyTorch eager.
@@ -92,19 +94,25 @@ except ImportError:
     jax = None
 
 
-def interleaved(fns: dict, rounds: int) -> dict:
+def interleaved(fns: dict, rounds: int, number: int = 1) -> dict:
+    """Each function's times in ms, a sample per round (the columns in a shuffled order each round); a
+    sample is the mean of ``number`` calls in a row, so that calls of a few microseconds are not mostly
+    the timer's own cost."""
     names = list(fns)
     times = {n: [] for n in names}
     for fn in fns.values():
         fn()
         fn()
     shuffle = random.Random(0).shuffle
+    calls = range(number)
     for _ in range(rounds):
         shuffle(names)
         for n in names:
+            fn = fns[n]
             t0 = time.perf_counter()
-            fns[n]()
-            times[n].append((time.perf_counter() - t0) * 1e3)
+            for _ in calls:
+                fn()
+            times[n].append((time.perf_counter() - t0) * 1e3 / number)
     return times
 
 
@@ -134,10 +142,12 @@ def loop_table() -> None:
             ta = torch.from_numpy(a)
             fns["torch"] = lambda: loop(ta)
         np.testing.assert_allclose(compiled(x).numpy(), loop(a), rtol=1e-5)
-        times = interleaved(fns, ARGS.rounds * 2)
+        t0 = time.perf_counter()
+        loop(x)
+        times = interleaved(fns, ARGS.rounds * 2, number=max(1, round(2e-3 / (time.perf_counter() - t0))))
         med = {k: statistics.median(v) for k, v in times.items()}
-        torch_s = f"{med['torch']:.3f}" if "torch" in med else "-"
-        print(f"| {n} | {med['numpy']:.3f} | {med['eager']:.3f} | {med['compiled']:.3f} | {torch_s} | "
+        torch_s = f"{med['torch']:.4f}" if "torch" in med else "-"
+        print(f"| {n} | {med['numpy']:.4f} | {med['eager']:.4f} | {med['compiled']:.4f} | {torch_s} | "
               f"{ratio(times, 'eager', 'compiled'):.2f}x | {ratio(times, 'numpy', 'compiled'):.2f}x |")
 
 

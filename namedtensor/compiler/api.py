@@ -163,7 +163,9 @@ class CompiledFunction:
                     return self._run(program, leaves, tensors_only)
         if program is None:
             return self.fn(*args, **kwargs)
-        return self._run(program, leaves, tensors_only)
+        outs = program.run(leaves if tensors_only else [x for x in leaves if isinstance(x, Tensor)])
+        tree = program.graph.tree  # (the hot path: _run's lines, without its call)
+        return outs[0] if tree is None else unflatten(tree, outs)
 
     @staticmethod
     def _run(program: Program, leaves, tensors_only: bool) -> Any:
