@@ -8,9 +8,11 @@ else); see ir.py.
 
 What a graph cannot replay makes the trace stop with :class:`Untraceable`, naming the op or the step:
 a value the code reads (``bool(t)``, ``t.item()``, a boolean mask: :class:`DataDependentError`), a
-``backward()`` inside the function, an in-place write, random numbers drawn outside an op, or params
-computed from traced values outside the op.  ``nt.compile`` then runs the function eagerly, with a
-warning.
+``backward()`` inside the function, an in-place write that someone else would see (into an argument,
+an external, a view; ``edit_hook``), random numbers drawn outside an op, or params computed from traced
+values outside the op.  ``nt.compile`` then runs the function eagerly, with a warning.  Other in-place
+writes become the ops they are: the tensor written stands for the op's new value from then on
+(``edited``), so the graph stays pure.
 
 :func:`signature` is the cache key of a call: for each tensor argument its names, shape, dtype, device
 and ``requires_grad``, the other arguments themselves (they must be hashable: they are specialised

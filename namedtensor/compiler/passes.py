@@ -2,7 +2,8 @@
 Numba row kernels.
 
 Every pass takes a :class:`~namedtensor.compiler.ir.Graph` and rewrites it in place.  A traced graph
-is pure (in-place writes, backward passes and random draws refuse to trace; see capture.py), so a node
+is pure (in-place writes are traced as new values, and backward passes and random draws refuse to
+trace; see capture.py), so a node
 may be dropped when nothing reads its outputs, merged with an identical earlier one, or evaluated once
 when it reads constants only.
 
