@@ -42,7 +42,8 @@ import sys
 import time
 from pathlib import Path
 
-_OPENBLAS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+from own_env import OPENBLAS_TUNING
+
 
 
 def _parse() -> argparse.Namespace:
@@ -128,7 +129,7 @@ def launch(a: argparse.Namespace, ranks: int, threads: int, extra_env=None) -> d
     mpiexec = str(here) if here.exists() else shutil.which("mpiexec")
     if mpiexec is None:
         raise SystemExit("no mpiexec: pip install mpi4py mpich")
-    env = {k: v for k, v in os.environ.items() if k not in _OPENBLAS}
+    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_TUNING}
     env.update(OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     env.update(extra_env or {})
     cmd = [mpiexec, "-n", str(ranks), sys.executable, __file__, "--child", "--layers", str(a.layers),

@@ -4,7 +4,7 @@ Each row times one op, side by side in this process: raw NumPy, namedtensor on
 unnamed tensors, on named tensors, on named tensors that require grad (the
 forward with graph recording), the Array API namespace (``t.__array_namespace__()``,
 the calls a library written for the standard makes) on named tensors, and PyTorch
-eager (one thread).  The columns
+eager; every library on one thread.  The columns
 take turns in 25 rounds, in a shuffled order; figures are medians, in microseconds per call, and
 ratios are medians of the per-round ratios to NumPy.  Goal: named
 small ops within 2.5x NumPy, the large op within 1.05x; the namespace within a few percent of
@@ -18,14 +18,9 @@ down; they are removed here, in this script's own environment only.
 
 from __future__ import annotations
 
-import os
-import sys
+from own_env import run_in_own_environment
 
-_OPENBLAS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-if any(v in os.environ for v in _OPENBLAS) and not os.environ.get("_NT_BENCH_CHILD"):
-    env = {k: v for k, v in os.environ.items() if k not in _OPENBLAS}
-    env["_NT_BENCH_CHILD"] = "1"
-    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+run_in_own_environment(1)
 
 import random  # noqa: E402
 import statistics  # noqa: E402

@@ -186,6 +186,11 @@ def test_a_per_channel_observer_keeps_one_range_per_named_channel():
     assert scales.names == ("out",)
     assert_close(scales, nt.tensor([2.0, 0.5, 4.0], names=("out",), dtype=nt.float64) / 127.5)
     assert zeros.tolist() == [0, 0, 0]
+    by_axis = PerChannelMinMaxObserver(ch_axis=-1)  # PyTorch's spelling, from the end as for any dim
+    by_axis(w.align_to("in", "out"))
+    assert_close(by_axis.calculate_qparams()[0], scales)
+    with pytest.raises(nt.NamesError, match="PerChannelMinMaxObserver: no dim named 'time'"):
+        PerChannelMinMaxObserver(dim="time")(w)
 
 
 # ----------------------------------------------------------------------------- layers and workflows

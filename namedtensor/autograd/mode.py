@@ -21,9 +21,10 @@ class _ThreadState(threading.local):
     #: ``(grad mode on, tracer or None)``; the tracer is called as ``fn(op, inputs, outputs, params)``
     #: after every op while a shape trace, conversion mode, a profile or ``nt.compile`` records (tracing.py,
     #: conversion.py, profiler.py, compiler/capture.py).  A tracer may also have ``backward_hook()``,
-    #: called when a backward pass starts, ``inplace_hook(t, op)``, before an in-place op writes into
-    #: ``t``, ``edit_hook(t, op)`` and ``edited(t, result)``, which make an in-place op of ``t`` its
-    #: out-of-place op whose ``result`` ``t`` stands for (ops/inplace.edit), ``traces_compositions``,
+    #: called when a backward pass starts, ``edit_hook(t, op)``, before an in-place op writes into ``t``
+    #: (refusing it, or letting the op make its result a value that ``t`` stands for from then on:
+    #: ``edited(t, result)``, ops/inplace.py), ``inplace_hook(t, op)``, before a sampler draws into ``t``
+    #: (refusing it), ``traces_compositions``,
     #: which makes ops that are one fused step record their parts (ops/_common.traced_as_composition),
     #: ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``, and
     #: ``run_backward_node(node, grads)``, which runs a graph node's backward for the engine (and times

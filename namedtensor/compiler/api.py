@@ -159,16 +159,10 @@ class CompiledFunction:
         if program is False or (program is not None and program.externals and not program.guards_hold()):
             with _collection_paused():
                 program = self._compile(key, leaves, tree)
-                if program is not None:  # the first run loads the program's kernels
-                    return self._run(program, leaves, tensors_only)
+                if program is not None:  # the call again, which finds the program: its first run loads kernels
+                    return self(*args, **kwargs)
         if program is None:
             return self.fn(*args, **kwargs)
-        outs = program.run(leaves if tensors_only else [x for x in leaves if isinstance(x, Tensor)])
-        tree = program.graph.tree  # (the hot path: _run's lines, without its call)
-        return outs[0] if tree is None else unflatten(tree, outs)
-
-    @staticmethod
-    def _run(program: Program, leaves, tensors_only: bool) -> Any:
         outs = program.run(leaves if tensors_only else [x for x in leaves if isinstance(x, Tensor)])
         tree = program.graph.tree
         return outs[0] if tree is None else unflatten(tree, outs)

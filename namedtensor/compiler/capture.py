@@ -138,8 +138,9 @@ class _Recorder:
                                       "compile the forward (the loss) and call backward() outside it")
 
     def inplace_hook(self, t: Tensor, op: str) -> None:
-        raise Untraceable(op, f"writes in place into a tensor {t.names}, which graphs do not trace yet (write "
-                              "x = x.op() instead of x.op_(), x = x + y instead of x += y)")
+        """A sampler's draw into ``t`` (``uniform_``...): random numbers a graph would repeat."""
+        raise Untraceable(op, f"writes in place random numbers, drawn outside an op, into a tensor {t.names}: a "
+                              "graph would repeat them at every call")
 
     def edit_hook(self, t: Tensor, op: str) -> None:
         """An in-place op on the whole of ``t`` (``x += y``, ``x.relu_()``): the graph holds its result as a

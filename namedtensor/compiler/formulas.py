@@ -84,12 +84,10 @@ _NONFINITE = {math.inf: "np.inf", -math.inf: "-np.inf"}
 
 
 def _exponent(text: str) -> Optional[float]:
-    """The number of an operand's text that is a typed literal (``float32(2.0)``), else None."""
+    """The number of an operand's text that is a typed literal (``float32(2.0)``, ``float32(-np.inf)``: float
+    reads the non-finite ones without ``np.``), else None."""
     m = _TYPED_NUMBER.match(text)
-    if not m:
-        return None
-    number = m.group(1)
-    return float(number.replace("np.", "")) if number.lstrip("-").startswith("np.") else float(number)
+    return None if not m else float(m.group(1).replace("np.", ""))
 
 
 def _pow(a: List[str]) -> str:

@@ -18,8 +18,8 @@ A chain may end in a sum or mean over any dims, or in a softmax or log-softmax a
 task per row): the chain's values are then never stored.
 
 Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, expm1, tanh, erf, log,
-log1p and float32 pow come from backends/numba_math.py): a call of the C library's sin per element is several times
-slower than NumPy's vectorized loops, so graphs leave such ops unfused.
+log1p and float32 pow come from backends/numba_math.py): a call of the C library's sin per element is
+several times slower than NumPy's vectorized loops, so graphs leave such ops unfused.
 
 The source goes to a file under :func:`cache_dir` named by its hash, and Numba caches its machine code
 beside it (``cache=True``), so a second process loads the kernels compiled by the first.  Without Numba

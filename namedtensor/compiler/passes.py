@@ -338,8 +338,7 @@ def use_row_kernels(graph: Graph, rows: Any, dtypes=("float32", "float64")) -> i
     return count
 
 
-def fuse_residual_norms(graph: Graph, add: type, after_add: Dict[type, type],
-                        in_rows: Callable[[Node], bool] = lambda n: True) -> int:
+def fuse_residual_norms(graph: Graph, add: type, after_add: Dict[type, type], in_rows: Callable[[Node], bool]) -> int:
     """Join each add of two values with the sum's names and shape (a residual add: no alignment, no
     broadcast) to a norm reading the sum that runs in row kernels (normalised dims last; ``in_rows``
     says whether the norm's node runs the kernels that do both: on the CPU, the nodes given Numba's),

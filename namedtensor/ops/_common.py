@@ -101,7 +101,8 @@ def row_hooks(B, rows):
 def traced_as_composition() -> bool:
     """Whether this thread's ops report to a tracer that wants compositions (nt.compile's): an op that is
     one fused step eagerly then records its parts instead, which fuse with the ops around them."""
-    return getattr(current_tracer(), "traces_compositions", False)
+    tracer = current_tracer()
+    return tracer is not None and getattr(tracer, "traces_compositions", False)
 
 
 def with_names(t: Tensor, names) -> Tensor:

@@ -85,12 +85,19 @@ def _leaf_error(op: str, t: Tensor, what: str) -> RuntimeError:
     )
 
 
-def _records(self: Tensor, op: str, *others: Any) -> bool:
+#: what :func:`_records` returns in nt.compile's trace for an op that makes its edit a value there
+TRACED = "traced"
+
+
+def _records(self: Tensor, op: str, *others: Any) -> Any:
     """Whether the edit ``op`` of ``self`` (reading ``others``) must be recorded in the graph; refuses
-    leaves that require grad and views of them, as PyTorch does."""
+    leaves that require grad and views of them, as PyTorch does.  In nt.compile's trace (a tracer with an
+    ``edit_hook``) it is :data:`TRACED` once the hook allowed the edit: the op then writes nothing, and
+    ``self`` stands for the op's result (:func:`_stands_for`)."""
     grad_enabled, tracer = _state.current  # read inline: every in-place op passes here
-    if tracer is not None and hasattr(tracer, "inplace_hook"):
-        tracer.inplace_hook(self, op)  # a tracer that cannot record writes refuses them first (nt.compile)
+    if tracer is not None and hasattr(tracer, "edit_hook"):
+        tracer.edit_hook(self, op)
+        return TRACED
     if not grad_enabled:
         return False
     if self._rg and self._node is None:
@@ -190,13 +197,18 @@ def edit(self: Tensor, fn: Callable[..., Tensor], op: str, *args: Any, **kwargs:
     nodes alone: the tracer's ``edit_hook`` checks that no other tensor sees self's data, and ``self``
     stands for the result from then on (no write is replayed)."""
     tensor_arg(self, op)
-    if _traced():
-        _state.current[1].edit_hook(self, op)
-        y = _named_errors(fn, op, self, *args, **kwargs)
-        return _stands_for(self, y, _result(self, y, op))
     graph = _records(self, op, *args, *kwargs.values())
-    y = _named_errors(fn, op, _snapshot(_current(self)) if graph else self, *args, **kwargs)
+    base = getattr(fn, "__name__", op)
+    try:
+        y = fn(_snapshot(_current(self)) if graph is True else self, *args, **kwargs)
+    except (TypeError, ValueError, IndexError) as e:
+        message = str(e)
+        if not message.startswith(base + ":") or base == op:
+            raise
+        raise type(e)(op + message[len(base):]) from None
     names = _result(self, y, op)
+    if graph is TRACED:
+        return _stands_for(self, y, names)
     if graph:
         return _commit(self, y, names, op)
     data = y._data
@@ -217,23 +229,6 @@ def _stands_for(self: Tensor, y: Tensor, names) -> Tensor:
         self._idx = y._idx
     _state.current[1].edited(self, y)
     return self
-
-
-def _traced() -> bool:
-    """Whether this thread's tracer holds edits as values (nt.compile's): :func:`edit` then runs the op alone."""
-    return hasattr(_state.current[1], "edit_hook")
-
-
-def _named_errors(fn: Callable[..., Tensor], op: str, *args: Any, **kwargs: Any) -> Tensor:
-    """``fn(*args, **kwargs)``, its errors naming the in-place ``op`` the user called instead of ``fn``."""
-    base = getattr(fn, "__name__", op)
-    try:
-        return fn(*args, **kwargs)
-    except (TypeError, ValueError, IndexError) as e:
-        message = str(e)
-        if not message.startswith(base + ":") or base == op:
-            raise
-        raise type(e)(op + message[len(base):]) from None
 
 
 def _overwrite(self: Tensor, values: Any, names, op: str) -> Tensor:
@@ -324,9 +319,9 @@ def _binary_inplace(name: str, backend_fn: str, out_of_place: Callable, float_re
                 f"{name}: true division gives floats, which cannot be written into a tensor of dtype "
                 f"{self.dtype!r}; use the out-of-place op or convert first (e.g. .float())."
             )
-        if _traced():
-            return edit(self, out_of_place, name, other)
         graph = _records(self, name, other)
+        if graph is TRACED:
+            return edit(self, out_of_place, name, other)
         o, names = _other(self, other, self._names, name)
         if graph:
             old = _current(self)
@@ -351,9 +346,9 @@ def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """In place ``clamp``: limit to ``[min, max]`` (numbers or tensors that fit self); returns self."""
     if min is None and max is None:
         raise ValueError("clamp_: give min, max or both.")
-    if _traced():
-        return edit(self, clip, "clamp_", min, max)
     graph = _records(self, "clamp_", min, max)
+    if graph is TRACED:
+        return edit(self, clip, "clamp_", min, max)
     names = self._names
     lo = hi = None
     if min is not None:
@@ -369,9 +364,9 @@ def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
 
 def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
     """In place ``masked_fill``: ``value`` (number or 0-dim tensor) where ``mask`` is true; returns self."""
-    if _traced():
-        return edit(self, masked_fill, "masked_fill_", mask, value)
     graph = _records(self, "masked_fill_", value)
+    if graph is TRACED:
+        return edit(self, masked_fill, "masked_fill_", mask, value)
     mask, value, names = masked_args(self, mask, value, "masked_fill_")
     if graph:
         return _commit(self, masked_fill(_current(self), mask, value), names, "masked_fill_")
@@ -390,7 +385,7 @@ def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
 
 def fill_(self: Tensor, value: Any) -> Tensor:
     """Set every element to ``value`` (a number or a 0-dim tensor); returns self."""
-    graph = not _traced() and _records(self, "fill_", value)
+    graph = _records(self, "fill_", value)
     if isinstance(value, Tensor):
         if value.ndim != 0:
             raise ValueError(f"fill_: the value must be a number or a 0-dim tensor, got shape {value.shape}; "
@@ -398,7 +393,7 @@ def fill_(self: Tensor, value: Any) -> Tensor:
     elif as_number(value) is None:
         raise TypeError(f"fill_: the value must be a number or a 0-dim tensor, got {type(value).__name__}.")
     v, _ = _other(self, value, self._names, "fill_")
-    if _traced():
+    if graph is TRACED:
         _put(self, ..., value, "fill_")
         return self
     if graph:
@@ -416,11 +411,11 @@ def copy_(self: Tensor, src: Any) -> Tensor:
     """Copy ``src`` (a tensor or array that broadcasts onto self) into self; returns self.
 
     ``src``'s names may fill self's ``None`` dims; its dtype is cast to self's ('same_kind')."""
-    graph = not _traced() and _records(self, "copy_", src)
+    graph = _records(self, "copy_", src)
     if as_number(src) is not None and getattr(src, "ndim", None) is None:  # a 0-dim array is an array
         raise TypeError("copy_: src must be a tensor or an array; use fill_ for a number.")
     v, names = _other(self, src, self._names, "copy_")
-    if _traced():
+    if graph is TRACED:
         _put(self, ..., operand(src, self, "copy_"), "copy_")
         return self
     if graph:
@@ -466,11 +461,7 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
 def _put(self: Tensor, key: Any, value: Any, op: str) -> None:
     """``setitem`` for the in-place op ``op`` (``fill_`` and ``copy_`` are writes of the whole tensor too,
     as values in nt.compile's trace)."""
-    if _traced():
-        _state.current[1].edit_hook(self, op)
-        graph = False
-    else:
-        graph = _records(self, op, value)
+    graph = _records(self, op, value)
     raw, tokens, region, basic = plan(self, key, "setitem")
     number = as_number(value)
     if number is not None:
@@ -484,7 +475,7 @@ def _put(self: Tensor, key: Any, value: Any, op: str) -> None:
         names = _names.setitem(self._names, tokens, value._names, "setitem")
         check_value_kind(self.dtype, value.dtype.kind, "setitem")
         data = value.array
-    if _traced():
+    if graph is TRACED:
         after = apply(_IndexPut, (self, number if number is not None else value), names, key=raw, basic=basic,
                       region=region)
         _stands_for(self, after, names)
@@ -520,7 +511,10 @@ def _draw(self: Tensor, values, op: str) -> Tensor:
     B = self._B
     if values.dtype != self._data.dtype:
         values = B.astype(values, B.native(self.dtype))
-    if _records(self, op):
+    graph = _records(self, op)
+    if graph is TRACED:  # random draws make no value of a graph
+        _state.current[1].inplace_hook(self, op)
+    if graph:
         return _overwrite(self, Tensor._make(values, self._names, B), self._names, op)
     _write(self, _ALL, values, op)
     return self

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Hashable, NamedTuple, Optional, Tuple
 
-from .. import _dtypes
+from .. import _dtypes, _names
 from ..autograd.graph import no_grad
 from ..nn import Module
 from ..ops.creation import tensor, zeros
@@ -138,9 +138,7 @@ class PerChannelMinMaxObserver(_ObserverBase):
         """Record each channel's range of ``x``; returns ``x``."""
         with no_grad():
             d = x.detach().to(_dtypes.float32)
-            ch = self.dim if isinstance(self.dim, int) else d.names.index(self.dim) if self.dim in d.names else None
-            if ch is None:
-                raise ValueError(f"{type(self).__name__}: no dim {self.dim!r} in a tensor with names {d.names}.")
+            ch = _names.axis(d.names, self.dim, type(self).__name__)
             others = tuple(a for a in range(d.ndim) if a != ch)
             lo, hi = d.amin(others), d.amax(others)
             if self.min_val is None:
