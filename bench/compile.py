@@ -40,7 +40,6 @@ import contextlib
 import ctypes
 import importlib.util
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -49,6 +48,7 @@ import time
 from pathlib import Path
 
 from own_env import run_in_own_environment
+from side_by_side import interleaved
 HERE = Path(__file__).resolve().parent
 
 
@@ -92,28 +92,6 @@ try:
     import jax.numpy as jnp
 except ImportError:
     jax = None
-
-
-def interleaved(fns: dict, rounds: int, number: int = 1) -> dict:
-    """Each function's times in ms, a sample per round (the columns in a shuffled order each round); a
-    sample is the mean of ``number`` calls in a row, so that calls of a few microseconds are not mostly
-    the timer's own cost."""
-    names = list(fns)
-    times = {n: [] for n in names}
-    for fn in fns.values():
-        fn()
-        fn()
-    shuffle = random.Random(0).shuffle
-    calls = range(number)
-    for _ in range(rounds):
-        shuffle(names)
-        for n in names:
-            fn = fns[n]
-            t0 = time.perf_counter()
-            for _ in calls:
-                fn()
-            times[n].append((time.perf_counter() - t0) * 1e3 / number)
-    return times
 
 
 def ratio(times: dict, a: str, b: str) -> float:

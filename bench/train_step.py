@@ -35,6 +35,7 @@ import os
 import sys
 
 from own_env import run_in_own_environment
+from side_by_side import interleaved
 
 
 def _parse() -> argparse.Namespace:
@@ -55,10 +56,8 @@ def _parse() -> argparse.Namespace:
 ARGS = _parse()
 run_in_own_environment(ARGS.threads)
 
-import random  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -354,22 +353,6 @@ def peak_memory(which: str) -> float:
     cmd = [sys.executable, __file__, *sys.argv[1:], "--memory-child", which]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ).stdout
     return float(out.strip().splitlines()[-1])
-
-
-def interleaved(steps: dict, rounds: int) -> dict:
-    names = list(steps)
-    times = {n: [] for n in names}
-    shuffle = random.Random(0).shuffle
-    for fn in steps.values():  # warm-up: first-call allocations and caches
-        fn()
-        fn()
-    for _ in range(rounds):
-        shuffle(names)
-        for n in names:
-            t0 = time.perf_counter()
-            steps[n]()
-            times[n].append((time.perf_counter() - t0) * 1e3)
-    return times
 
 
 def main() -> None:

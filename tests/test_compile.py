@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import namedtensor as nt
 from namedtensor import nn
-from namedtensor.backends import numpy_kernels
+from namedtensor.backends import numpy_kernels, thread_pool
 from namedtensor.compiler import cuda_codegen, numba_codegen
 from namedtensor.nn import functional as F
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
@@ -55,7 +55,7 @@ def program(cf):
 def split_calls(monkeypatch):
     """``split_calls(n)``: every kernel call of the test is split among ``n`` threads of a new pool."""
     monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)
-    monkeypatch.setattr(numpy_kernels, "_pool", None)
+    monkeypatch.setattr(thread_pool, "_pool", None)
     before = nt.get_num_threads()
     yield nt.set_num_threads
     nt.set_num_threads(before)
@@ -797,7 +797,7 @@ def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce, dtype):
 def test_a_reduction_splits_its_work_among_threads(monkeypatch, dims):
     pytest.importorskip("numba")
     monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)
-    monkeypatch.setattr(numpy_kernels, "_pool", None)
+    monkeypatch.setattr(thread_pool, "_pool", None)
     threads = nt.get_num_threads()
     nt.set_num_threads(3)
     try:
@@ -806,7 +806,7 @@ def test_a_reduction_splits_its_work_among_threads(monkeypatch, dims):
         cf, got = compiled_quietly(fn, x)
         assert_close(got, fn(x), rtol=1e-12, atol=1e-12)
         assert [n.op.name for n in program(cf).graph.nodes] == ["fused[mul+sub+mean]"]
-        assert numpy_kernels._pool._max_workers == 3  # the work went to the backend's pool of 3 threads
+        assert thread_pool._pool[0]._max_workers == 3  # the work went to the backend's pool of 3 threads
     finally:
         nt.set_num_threads(threads)
 
@@ -814,7 +814,7 @@ def test_a_reduction_splits_its_work_among_threads(monkeypatch, dims):
 def test_kernels_split_their_rows_among_threads(monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)  # every call is split
-    monkeypatch.setattr(numpy_kernels, "_pool", None)
+    monkeypatch.setattr(thread_pool, "_pool", None)
     threads = nt.get_num_threads()
     nt.set_num_threads(3)
     try:
@@ -826,7 +826,7 @@ def test_kernels_split_their_rows_among_threads(monkeypatch):
             assert_close(g, e, rtol=1e-5, atol=1e-4)
         xg = x.detach().requires_grad_()
         assert_close(nt.grad(cf(xg, w)[0].sum(), xg)[0], nt.grad(fn(xg, w)[0].sum(), xg)[0], rtol=1e-6, atol=1e-6)
-        assert numpy_kernels._pool._max_workers == 3  # the calls went to the backend's pool of 3 threads
+        assert thread_pool._pool[0]._max_workers == 3  # the calls went to the backend's pool of 3 threads
     finally:
         nt.set_num_threads(threads)
 
@@ -955,7 +955,6 @@ def test_a_node_that_reads_none_of_a_run_does_not_end_it():
 @pytest.mark.parametrize("parts", [1, 3])
 def test_row_kernels_match_the_backends(monkeypatch, dtype, centered, with_w, with_b, parts):
     pytest.importorskip("numba")
-    from namedtensor.backends import numpy_kernels
     from namedtensor.backends import numba_kernels
 
     if parts > 1:

@@ -213,14 +213,14 @@ def set_num_threads(n: int) -> None:
     calls on one thread each (BLAS's own thread count, changed at run time with ``threadpoolctl``, is
     then 1, and ``n`` inside the linear-algebra routines): OpenBLAS's idle workers spin for a while
     after each product and would take cores from the pool's threads."""
-    from . import numpy_kernels
+    from . import numpy_kernels, thread_pool
 
-    numpy_kernels.set_num_threads(n)
+    thread_pool.set_num_threads(n)
     numpy_kernels.pool_products(n > 1)
 
 
 def get_num_threads() -> int:
     """The number of CPU threads of the fused kernels and the matrix products."""
-    from . import numpy_kernels
+    from . import thread_pool
 
-    return numpy_kernels.get_num_threads()
+    return thread_pool.get_num_threads()

@@ -25,7 +25,8 @@ import numpy as np
 from numba import njit
 
 from .numba_math import exp_of
-from .numpy_kernels import get_num_threads, split, split_by_part, takes_rows
+from .numpy_kernels import takes_rows
+from .thread_pool import get_num_threads, split, split_by_part
 from .update_math import adam_coefficients, adam_update
 
 __all__ = ["norm_rows", "norm_rows_backward", "add_norm_rows", "add_norm_rows_backward", "softmax_columns", "softmax_columns_backward", "adam_"]

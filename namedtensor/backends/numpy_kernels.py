@@ -4,11 +4,10 @@ RMSNorm forward and backward over the rows of a matrix.
 NumPy makes one pass over memory per operation, and a chain of them on a large array streams it
 through main memory each time.  These kernels walk the data in blocks that stay in the CPU cache
 and run every step of the formula on one block, in preallocated scratch buffers.  NumPy releases
-the GIL inside each operation, so the elementwise kernels share their blocks out among a pool of
-threads (:func:`set_num_threads`; by default ``OMP_NUM_THREADS``, else the CPUs this process may
-use), as PyTorch runs its elementwise kernels on its intra-op threads.  Once ``nt.set_num_threads``
-has run with two threads or more, the same pool shares out the matrix products too (:func:`matmul`,
-BLAS on one thread: see "one pool" below).
+the GIL inside each operation, so the elementwise kernels share their blocks out among the threads
+of :mod:`.thread_pool` (``nt.set_num_threads``), as PyTorch runs its elementwise kernels on its
+intra-op threads.  Once ``nt.set_num_threads`` has run with two threads or more, the same pool
+shares out the matrix products too (:func:`matmul`, BLAS on one thread: see "one pool" below).
 
 The norm kernels (:func:`norm_rows`, :func:`norm_rows_backward`) walk blocks of whole rows on the
 calling thread (:func:`run_rows`).  Their operations are short, and in a training step the other
@@ -29,12 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from .thread_pool import get_num_threads, split, split_by_part
 
 #: elements per block: a handful of 256 KiB float32 buffers stay in L2, and each operation on a
 #: block is long enough that passing the GIL between threads costs little beside it
@@ -48,39 +47,6 @@ _ERF_DEN = tuple(np.float32(c) for c in (
     -1.42647390514189e-02))
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-def _default_threads() -> int:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        value = os.environ.get(var, "")
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-_threads = _default_threads()
-_pool = None
-_pool_lock = threading.Lock()
-
-
-def set_num_threads(n: int) -> None:
-    """Use ``n`` threads for the blockwise kernels (BLAS keeps the count it was started with)."""
-    global _threads, _pool
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"set_num_threads: the number of threads must be a positive int, got {n!r}.")
-    with _pool_lock:
-        if _pool is not None and n != _threads:
-            _pool.shutdown(wait=True)
-            _pool = None
-        _threads = n
-
-
-def get_num_threads() -> int:
-    """How many threads the blockwise kernels use."""
-    return _threads
 
 
 # ----------------------------------------------------------------------------- one pool for products too
@@ -116,7 +82,7 @@ def pool_products(on: bool) -> None:
     """Give BLAS one thread and the products to this pool's threads (``on``), or BLAS as many threads
     as the pool and the products to BLAS (as on one thread, where both are the same)."""
     global _products
-    _blas_libraries(refresh=True).limit(limits=1 if on else _threads)  # stays in force: the handle only restores
+    _blas_libraries(refresh=True).limit(limits=1 if on else get_num_threads())  # stays in force: the handle only restores
     _products = on
     for backend in list(_backends):
         attach(backend)
@@ -138,12 +104,13 @@ def blas_threads():
     products; elsewhere nothing changes.  Blocks open in several threads at once share the loan: BLAS
     goes back to one thread when the last one closes."""
     global _lent
-    if not (_products and _threads > 1):
+    threads = get_num_threads()
+    if not (_products and threads > 1):
         yield
         return
     with _lent_lock:
         if _lent == 0:
-            _blas_libraries().limit(limits=_threads)
+            _blas_libraries().limit(limits=threads)
         _lent += 1
     try:
         yield
@@ -160,7 +127,7 @@ def contract(subscripts: str, a, b):
     operand has and the output lacks are summed first, then each operand is laid out as a stack of
     matrices (the shared output dims, then its own output dims or the contracted ones), multiplied,
     and the result put in the output's order.  Anything else is ``None``: the caller's ``np.einsum``."""
-    if not _products or _threads < 2 or a.dtype != b.dtype or a.dtype.char not in "fd" or "->" not in subscripts:
+    if not _products or get_num_threads() < 2 or a.dtype != b.dtype or a.dtype.char not in "fd" or "->" not in subscripts:
         return None
     ins, out = subscripts.split("->")
     sa, sb = ins.split(",")
@@ -194,7 +161,8 @@ def matmul(a, b, out=None):
     is the longest (partial products added up after), else by rows or by columns, whichever are more.
     Each part is one call of BLAS, which has one thread (:func:`pool_products`).  Other dtypes and
     small products are ``np.matmul``'s alone."""
-    if (_threads < 2 or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype.char not in "fd"
+    threads = get_num_threads()
+    if (threads < 2 or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype.char not in "fd"
             or (out is not None and out.dtype != a.dtype)):
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     m, n = a.shape[-2], b.shape[-1]
@@ -204,7 +172,7 @@ def matmul(a, b, out=None):
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     if out is None:
         out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (m, n), a.dtype)
-    axis = next((d for d in range(a.ndim - 2) if a.shape[d] >= _threads), None) if a.ndim == b.ndim else None
+    axis = next((d for d in range(a.ndim - 2) if a.shape[d] >= threads), None) if a.ndim == b.ndim else None
     if axis is not None:
         count, whole = a.shape[axis], b.shape[axis] == 1  # b broadcast along it: every part reads all of b
 
@@ -214,7 +182,7 @@ def matmul(a, b, out=None):
     elif a.shape[-1] >= max(m, n):
         # the contracted dim is the longest (a weight's gradient): each thread multiplies its slice of
         # it, packing its parts of a and b only, and the partial products are added up after
-        parts = min(_threads, a.shape[-1])
+        parts = min(threads, a.shape[-1])
         partial = np.empty((parts,) + out.shape, out.dtype)
         split_by_part(parts, a.shape[-1], lambda p, lo, hi: np.matmul(a[..., lo:hi], b[..., lo:hi, :], out=partial[p]))
         return np.sum(partial, axis=0, out=out)
@@ -229,42 +197,8 @@ def matmul(a, b, out=None):
         def run(first: int, last: int) -> None:
             np.matmul(a[..., first:last, :], b, out=out[..., first:last, :])
 
-    split(min(_threads, count), count, run)
+    split(min(threads, count), count, run)
     return out
-
-
-def _shared_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(_threads, thread_name_prefix="namedtensor-kernel")
-        return _pool
-
-
-def split(parts: int, count: int, fn, *args) -> None:
-    """``fn(first, last, *args)`` over ``count`` tasks, split among ``parts`` threads (at most
-    :func:`get_num_threads`; the caller's is one): for kernels that release the GIL (Numba's)."""
-    if parts <= 1:
-        fn(0, count, *args)
-        return
-    bounds = [count * k // parts for k in range(parts + 1)]
-    pool = _shared_pool()
-    running = [pool.submit(fn, bounds[k], bounds[k + 1], *args) for k in range(1, parts)]
-    fn(bounds[0], bounds[1], *args)
-    for r in running:
-        r.result()
-
-
-def split_by_part(parts: int, count: int, fn) -> None:
-    """``fn(part, first, last)`` for each of ``parts`` consecutive runs of ``count`` tasks, on as many
-    threads: for work that keeps one accumulator per part (a weight's gradient, a partial product)."""
-    bounds = [count * p // parts for p in range(parts + 1)]
-
-    def each(first: int, last: int) -> None:
-        for p in range(first, last):
-            fn(p, bounds[p], bounds[p + 1])
-
-    split(parts, parts, each)
 
 
 def takes_rows(x, *others) -> bool:
@@ -278,23 +212,15 @@ def run_blocks(n: int, work, n_scratch: int, dtype) -> None:
     """Call ``work(i, j, scratch)`` for consecutive blocks ``[i, j)`` covering ``range(n)``, each thread
     on a contiguous run of blocks with its own ``n_scratch`` scratch buffers of ``dtype``."""
     n_blocks = -(-n // BLOCK)
-    workers = min(_threads, n_blocks)
 
-    def run(lo: int, hi: int) -> None:
+    def run(first: int, last: int) -> None:
+        lo, hi = first * BLOCK, min(last * BLOCK, n)
         scratch = [np.empty(min(hi - lo, BLOCK), dtype) for _ in range(n_scratch)]
         for i in range(lo, hi, BLOCK):
             j = min(i + BLOCK, hi)
             work(i, j, [b[: j - i] for b in scratch])
 
-    if workers <= 1:
-        run(0, n)
-        return
-    pool = _shared_pool()
-    per = -(-n_blocks // workers) * BLOCK
-    futures = [pool.submit(run, lo, min(lo + per, n)) for lo in range(per, n, per)]
-    run(0, min(per, n))  # the calling thread takes the first run
-    for f in futures:
-        f.result()
+    split(min(get_num_threads(), n_blocks), n_blocks, run)
 
 
 def rows_per_block(width: int) -> int:

@@ -41,7 +41,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import _dtypes
 from ..backends import get_num_threads
-from ..backends.numpy_kernels import split, split_by_part
+from ..backends.thread_pool import split, split_by_part
 from ..ops.fusion import Chain
 from . import formulas
 from .ir import Value
