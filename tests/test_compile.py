@@ -8,6 +8,7 @@ The equality of compiled and eager results op family by op family is tests/test_
 import gc
 import re
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -344,6 +345,117 @@ def test_writes_into_parts_of_a_tensor_made_inside_the_function_compile_as_value
         for a, e in zip(nt.grad(got.sum(), [x, v]), nt.grad(want.sum(), [x, v])):
             assert_close(a, e, rtol=1e-12, atol=1e-12)
     assert gradcheck(cf, x, v, nt.tensor([5], names=("k",)))
+
+
+def _setitems(cf) -> list:
+    return [n for n in program(cf).graph.nodes if n.op.name == "setitem"]
+
+
+@pytest.mark.parametrize("start", ["zeros_like", "zeros", "full", "tensor", "an op's result"])
+def test_a_tensor_built_by_writes_into_its_rows_is_copied_once(start):
+    make = {"zeros_like": lambda x: nt.zeros_like(x), "zeros": lambda x: nt.zeros(x.shape, names=x.names, dtype=x.dtype),
+            "full": lambda x: nt.full(x.shape, 0.5, names=x.names, dtype=x.dtype),
+            "tensor": lambda x: nt.tensor(np.linspace(0, 1, x.numel()).reshape(x.shape), names=x.names),
+            # an op may hand back an array it shares with its input: the first write copies whatever it writes into
+            "an op's result": lambda x: x.to(x.dtype) * 1.0}[start]
+
+    def fn(x, w):
+        out = make(x)
+        for i in range(x.shape[0] - 1):  # the last row keeps the starting value
+            out[i] = x[i] * w + i
+        return out * w
+
+    x = rnd(5, 3, names=("r", "c"), dtype="float64").requires_grad_()
+    w = rnd(3, names=("c",), seed=1, dtype="float64").requires_grad_()
+    cf, got = compiled_quietly(fn, x, w)
+    writes = _setitems(cf)
+    assert [n.params.get("in_place", False) for n in writes] == [False, True, True, True]  # the start is copied
+    assert program(cf).report["writes in place"] == 3
+    for seed in (2, 3):  # the start is the graph's constant: the writes of one call leave the next one's alone
+        x = rnd(5, 3, names=("r", "c"), seed=seed, dtype="float64").requires_grad_()
+        got, want = cf(x, w), fn(x, w)
+        assert got.names == want.names
+        assert_close(got, want, rtol=0, atol=0)
+        for a, e in zip(nt.grad(got.sum(), [x, w]), nt.grad(want.sum(), [x, w])):
+            assert_close(a, e, rtol=1e-12, atol=1e-12)
+    assert gradcheck(cf, x, w)
+
+
+def test_a_write_copies_where_the_value_before_it_is_read_again():
+    def fn(x):
+        y = nt.zeros_like(x)
+        y[0] = x[0]
+        seen = y * 1  # reads y between the writes
+        y[1] = x[1]
+        y[2] = x[2]
+        return y, seen
+
+    x = rnd(4, 3, names=("r", "c"))
+    cf, (got, seen) = compiled_quietly(fn, x)
+    assert [n.params.get("in_place", False) for n in _setitems(cf)] == [False, False, True]
+    want, want_seen = fn(x)
+    assert_close(got, want, rtol=0, atol=0)
+    assert_close(seen, want_seen, rtol=0, atol=0)
+    assert not seen.numpy()[1:].any()
+
+
+def test_a_write_into_a_value_the_function_returns_keeps_it():
+    def fn(x):
+        y = nt.zeros_like(x)
+        y[0] = x[0]
+        return y.clone(), y.__setitem__(1, 5.0) or y
+
+    x = rnd(3, 2, names=("r", "c"))
+    cf, (first, second) = compiled_quietly(fn, x)
+    want_first, want_second = fn(x)
+    assert_close(first, want_first, rtol=0, atol=0)
+    assert_close(second, want_second, rtol=0, atol=0)
+
+
+def test_a_tensor_made_inside_the_function_that_outlives_the_call_runs_eagerly():
+    kept = []
+
+    def fn(x):
+        buf = nt.zeros(x.shape, names=x.names)
+        kept.append(buf)  # the eager function leaves its writes in this tensor: a graph would not
+        buf[0] = x[0]
+        return buf * 2
+
+    x = rnd(3, 2, names=("r", "c"))
+    cf = nt.compile(fn)
+    with pytest.warns(UserWarning, match="made inside the function that something outside it still holds"):
+        got = cf(x)
+    assert_close(got, fn(x), rtol=0, atol=0)
+    assert_close(kept[-1], x.numpy() * np.array([[1], [0], [0]]), rtol=0, atol=0)
+
+
+def test_values_written_into_a_tensor_the_function_made_are_not_read_at_trace_time():
+    def fn(x):
+        out = nt.zeros(x.shape, names=x.names)
+        out[0] = x[0]
+        return out * 2 if bool(out.sum() > 0) else out  # a decision on the written values: eager
+
+    x = rnd(3, 2, names=("r", "c")).abs() + 1
+    cf = nt.compile(fn)
+    with pytest.warns(UserWarning, match="runs eagerly"):
+        got = cf(x)
+    assert_close(got, fn(x), rtol=0, atol=0)
+
+
+def test_flattened_arguments_are_freed_without_a_garbage_collection():
+    from namedtensor.compiler.capture import flatten, unflatten
+
+    t = rnd(2, names=("a",))
+    alive = weakref.ref(t)
+    gc.disable()
+    try:
+        leaves, tree = flatten(((t, 1), {"k": [t]}))
+        rebuilt = unflatten(tree, leaves)
+        assert rebuilt == ((t, 1), {"k": [t]})
+        del leaves, rebuilt, t
+        assert alive() is None  # no reference cycle holds the leaves
+    finally:
+        gc.enable()
 
 
 #: in-place steps on the tensor ``a`` a function made (``b`` another, ``x`` the argument), with values kept

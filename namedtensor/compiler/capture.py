@@ -22,6 +22,7 @@ into the graph), the grad mode, and the ``training`` flags of a compiled module.
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import _dtypes
@@ -51,34 +52,35 @@ class Untraceable(Exception):
 def flatten(obj: Any) -> Tuple[List[Any], Any]:
     """``(leaves, tree)``: the tensors and other leaves of nested tuples, lists and dicts, and their shape."""
     leaves: List[Any] = []
+    return leaves, _walk(obj, leaves)
 
-    def walk(x: Any) -> Any:
-        if isinstance(x, Tensor):
-            leaves.append(x)
-            return None
-        if isinstance(x, (tuple, list)) and x.__class__ in (tuple, list):
-            return (x.__class__, tuple(walk(y) for y in x))
-        if isinstance(x, dict) and x.__class__ is dict:
-            return (dict, tuple((k, walk(v)) for k, v in x.items()))
+
+# The recursions are module functions, not closures: a closure that calls itself is a reference cycle,
+# which would keep the leaves (tensors) alive until the next garbage collection.
+def _walk(x: Any, leaves: List[Any]) -> Any:
+    if isinstance(x, Tensor):
         leaves.append(x)
         return None
-
-    return leaves, walk(obj)
+    if isinstance(x, (tuple, list)) and x.__class__ in (tuple, list):
+        return (x.__class__, tuple(_walk(y, leaves) for y in x))
+    if isinstance(x, dict) and x.__class__ is dict:
+        return (dict, tuple((k, _walk(v, leaves)) for k, v in x.items()))
+    leaves.append(x)
+    return None
 
 
 def unflatten(tree: Any, leaves: List[Any]) -> Any:
     """The nested structure ``tree`` (from :func:`flatten`) with ``leaves`` in its places."""
-    it = iter(leaves)
+    return _build(tree, iter(leaves))
 
-    def build(node: Any) -> Any:
-        if node is None:
-            return next(it)
-        kind, items = node
-        if kind is dict:
-            return {k: build(v) for k, v in items}
-        return kind(build(v) for v in items)
 
-    return build(tree)
+def _build(node: Any, it) -> Any:
+    if node is None:
+        return next(it)
+    kind, items = node
+    if kind is dict:
+        return {k: _build(v, it) for k, v in items}
+    return kind(_build(v, it) for v in items)
 
 
 def signature(leaves: List[Any], tree: Any, extra: Tuple[Any, ...] = ()) -> Tuple[Any, ...]:
@@ -132,6 +134,8 @@ class _Recorder:
         self.seen: Dict[int, Tuple[Tensor, Value, Any, int]] = {}
         self.arrays: Dict[int, Value] = {}  # id(meta array) -> the traced value that holds it
         self.derived: Dict[int, Tuple[MetaArray, str, tuple, dict]] = {}  # id(meta array) -> how it was made
+        self.made_here: Dict[int, "weakref.ref[Tensor]"] = {}  # id(tensor) -> a tensor a factory made in the trace
+        self.edited_made: List["weakref.ref[Tensor]"] = []  # those of them written into
 
     def backward_hook(self) -> None:
         raise Untraceable("backward", "a backward pass inside the compiled function is not traced yet; "
@@ -163,7 +167,15 @@ class _Recorder:
 
     def edited(self, t: Tensor, result: Tensor) -> None:
         """After an edit that :meth:`edit_hook` allowed: ``t`` now stands for ``result``'s value."""
+        made = self.made_here.get(id(t))
+        if made is not None and made() is t:
+            self.edited_made.append(made)
         self.know(t, self.value_of(result, "edit"))
+
+    def made(self, t: Tensor) -> None:
+        """A factory (``nt.zeros``, ``nt.tensor``...) made ``t`` during the trace: the graph holds its values
+        as a constant, and the function may write into it (the writes are values of the graph)."""
+        self.made_here[id(t)] = weakref.ref(t)
 
     def alias_hook(self, spec: Tensor, t: Tensor) -> None:
         self.know(spec, self.value_of(t, "to"))
@@ -202,7 +214,11 @@ class _Recorder:
             # the device
             v = self.graph.new_value(t.names, a.shape, str(a.dtype), "constant", (recipe, t.names))
         else:
-            v = self.graph.new_value(t.names, a.shape, str(a.dtype), "external", t)
+            made = self.made_here.get(id(t))
+            if made is not None and made() is t:  # the function's own: a copy, which edits of t leave alone
+                v = self.graph.new_value(t.names, a.shape, str(a.dtype), "constant", wrap(a, t.names, backend_of(t)))
+            else:
+                v = self.graph.new_value(t.names, a.shape, str(a.dtype), "external", t)
         self.know(t, v)
         return v
 
@@ -287,14 +303,20 @@ def capture(fn: Callable, leaves: List[Any], tree: Any, constants_on: Optional[s
         raise Untraceable("random numbers", "were drawn while tracing (nt.randn, dropout of a constant...), and a "
                                             "graph would repeat the same numbers at every call")
     out_leaves, graph.tree = flatten(result)
-    for x in out_leaves:
-        graph.outputs.append(recorder.value_of(x, "return") if isinstance(x, Tensor) else x)
-    for t, v, vc, version in recorder.seen.values():
-        if version_counter(t) is vc and vc[0] != version:
-            raise Untraceable("in-place write", f"a tensor {t.names} was written in place inside the compiled "
-                                                "function, which graphs do not trace yet")
+    # generator expressions, whose variables end with them: a tensor left in a loop variable would count
+    # as held from outside below
+    graph.outputs.extend(recorder.value_of(x, "return") if isinstance(x, Tensor) else x for x in out_leaves)
+    written = next((t.names for t, _, vc, version in recorder.seen.values()
+                    if version_counter(t) is vc and vc[0] != version), None)
+    if written is not None:
+        raise Untraceable("in-place write", f"a tensor {written} was written in place inside the compiled "
+                                            "function, which graphs do not trace yet")
     del result, out_leaves, args, kwargs, specs
     recorder.seen.clear()
+    if any(made() is not None for made in recorder.edited_made):
+        raise Untraceable("in-place write", "into a tensor made inside the function that something outside it "
+                                            "still holds after the call (a global, an attribute), which graphs "
+                                            "do not trace yet")
     _classify_externals(graph)
     _make_constants(graph, leaves, constants_on)
     return graph

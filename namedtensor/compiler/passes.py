@@ -32,7 +32,7 @@ from .formulas import COMPOSITE, SOFTMAXES, broadcast_shape, split_reduction
 from .ir import ArrayOf, Graph, Node, Value, map_leaves
 
 __all__ = ["eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants", "split_biases",
-           "fuse_elementwise", "use_row_kernels", "fuse_residual_norms", "optimize"]
+           "fuse_elementwise", "use_row_kernels", "fuse_residual_norms", "write_in_place", "optimize"]
 
 
 def _rewrite(graph: Graph, replace: Dict[int, Value]) -> None:
@@ -374,6 +374,23 @@ def fuse_residual_norms(graph: Graph, add: type, after_add: Dict[type, type], in
     return len(joined)
 
 
+def write_in_place(graph: Graph) -> int:
+    """Make each setitem whose old value is another setitem's result that nothing else reads (nor returns)
+    write into that result's array instead of a copy of it; returns how many.  A setitem's result is an
+    array of its own (the first of a run of writes copies), so no other value sees the write: a tensor
+    built by writes into its parts costs one copy, not one per write."""
+    readers = _readers(graph)
+    returned = {v.id for v in graph.outputs if isinstance(v, Value)}
+    count = 0
+    for n in graph.nodes:
+        old = n.args[0] if n.op.name == "setitem" else None
+        if (isinstance(old, Value) and old.kind == "op" and old.source.op is n.op and old.id not in returned
+                and len(readers[old.id]) == 1):
+            n.params = {**n.params, "in_place": True}
+            count += 1
+    return count
+
+
 def optimize(graph: Graph, fuse: Optional[Callable[[Graph], int]] = None, rows: Any = None,
              split: Optional[Callable[[Graph], int]] = None,
              residual: Optional[Callable[[Graph], int]] = None) -> Dict[str, int]:
@@ -392,5 +409,6 @@ def optimize(graph: Graph, fuse: Optional[Callable[[Graph], int]] = None, rows: 
         report["residual norms joined"] = residual(graph)
     if fuse is not None:
         report["fused groups"] = fuse(graph)
+    report["writes in place"] = write_in_place(graph)
     report["nodes run"] = len(graph.nodes)
     return report

@@ -18,7 +18,7 @@ import numbers
 from typing import Any, Callable, Optional, Sequence, Union
 
 from .. import _dtypes, _names, backends
-from ..autograd.graph import Op, apply
+from ..autograd.graph import Op, _state, apply
 from ..tensor import Tensor
 from ._common import flag, has_values, int_sizes, is_bool, operand, sum_to, tensor_arg
 
@@ -41,6 +41,10 @@ def _finish(data, names, B, requires_grad: bool, op: str) -> Tensor:
     t = Tensor._make(data, _names.validate(names, ndim, op), B)
     if requires_grad:
         t.requires_grad_(True)
+    else:
+        made = getattr(_state.current[1], "made", None)
+        if made is not None:  # nt.compile's trace: a tensor of the function's own, which it may write into
+            made(t)
     return t
 
 

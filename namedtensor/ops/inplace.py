@@ -220,10 +220,13 @@ def edit(self: Tensor, fn: Callable[..., Tensor], op: str, *args: Any, **kwargs:
 
 
 def _stands_for(self: Tensor, y: Tensor, names) -> Tensor:
-    """In nt.compile's trace: ``self`` names ``y`` (cast to self's dtype, as a write casts) from now on."""
+    """In nt.compile's trace: ``self`` names ``y`` (cast to self's dtype, as a write casts) from now on,
+    and holds its array: a tensor the function made with a factory turns into a spec, whose values the
+    next steps cannot read as if the write had not happened."""
     if y.dtype is not self.dtype:
         y = y.to(self.dtype)
     self._names = names
+    self._data, self._B = y._data, y._B
     self._node, self._rg = y._node, y._rg
     if y._node is not None:
         self._idx = y._idx
@@ -428,13 +431,14 @@ def copy_(self: Tensor, src: Any) -> Tensor:
 class _IndexPut(Op):
     """``t[key] = value`` in the graph: the value (input 1) in the indexed region, the old value
     (input 0) elsewhere.  Eagerly recorded after the write; nt.compile's graphs run its forward, a copy
-    of the old value written into (the edit as a value: :func:`edit`)."""
+    of the old value written into (the edit as a value: :func:`edit`), or with ``in_place`` the old
+    value's own array, where the compiler found that nothing else holds it (passes.write_in_place)."""
 
     name = "setitem"
 
     @staticmethod
-    def forward(B, x, value, *, key, basic, region):
-        out = B.asarray(x, copy=True)
+    def forward(B, x, value, *, key, basic, region, in_place=False):
+        out = x if in_place else B.asarray(x, copy=True)
         B.setitem(out, key, value)
         return out
 
@@ -470,7 +474,7 @@ def _put(self: Tensor, key: Any, value: Any, op: str) -> None:
         data = number
     else:
         value = operand(value, self, "setitem")
-        if value._B is not self._B and self.device != "meta":
+        if value._B is not self._B and self.device != "meta" and not (graph is TRACED and value.device == "meta"):
             raise _device_error("setitem", self, value)
         names = _names.setitem(self._names, tokens, value._names, "setitem")
         check_value_kind(self.dtype, value.dtype.kind, "setitem")
