@@ -1,7 +1,8 @@
 """nt.compile against eager execution: TorchScript's loop, the Transformer block's training step, compile time.
 
-Three tables, each timed side by side in this process (columns take turns in shuffled rounds; figures
-are medians in ms, ratios medians of per-round ratios):
+Three tables, each timed side by side in this process (columns take turns in shuffled rounds, each
+sample after an untimed call of its own: bench/side_by_side.py; figures are medians in ms, ratios
+medians of per-round ratios):
 
 * ``loop``: PyTorch's TorchScript example ``for _ in range(10): x = x * x`` on float32 vectors of
   several sizes: NumPy, namedtensor eager, namedtensor compiled (one fused kernel), PyTorch eager (a

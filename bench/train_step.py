@@ -3,8 +3,9 @@
 The step is forward, backward and an AdamW update of a block (batch 16, seq 128, model 256,
 8 heads, MLP 1024) on the loss mean((block(x) - target)^2).  Both libraries start from the same
 weights, the script checks that their first losses agree, then the two steps take turns in
-shuffled rounds in this one process; figures are median milliseconds per step and the median
-of the per-round ratios.  Peak memory is measured in a separate process per library: after one
+shuffled rounds in this one process, each timed step after an untimed one of its own
+(bench/side_by_side.py); figures are median milliseconds per step and the median of the per-round
+ratios.  Peak memory is measured in a separate process per library: after one
 warm-up step, the high-water mark of the resident set over three more steps minus the resident set
 before them (Linux's VmHWM, restarted through /proc/self/clear_refs), so the libraries' code, the
 weights, the optimizer's state and one-time buffers are not counted: what remains is the step's
