@@ -149,10 +149,12 @@ class _Recorder:
     def edit_hook(self, t: Tensor, op: str) -> None:
         """An in-place op on the whole of ``t`` (``x += y``, ``x.relu_()``): the graph holds its result as a
         new value, which ``t`` stands for from then on (:meth:`edited`).  That is the edit only where no other
-        tensor sees ``t``'s data: ``t`` is made inside the function (by an op, or a constant the graph alone
-        holds), and neither a view nor viewed."""
+        tensor sees ``t``'s data: ``t`` is made inside the function (by an op, by a factory, or a constant the
+        graph alone holds), and neither a view nor viewed."""
         v = self.value_of(t, op)
         vc = version_counter(t)
+        if v.kind == "external" and self._made_here(t):  # the graph's own copy from now on, which edits leave alone
+            v.kind, v.source = "constant", wrap(raw(t), t.names, backend_of(t))
         if v.kind in ("input", "external"):
             what = ("that is an argument of the function" if v.kind == "input" else
                     "from outside the function (a parameter, a buffer, a global)")
@@ -167,15 +169,19 @@ class _Recorder:
 
     def edited(self, t: Tensor, result: Tensor) -> None:
         """After an edit that :meth:`edit_hook` allowed: ``t`` now stands for ``result``'s value."""
-        made = self.made_here.get(id(t))
-        if made is not None and made() is t:
-            self.edited_made.append(made)
+        if self._made_here(t):
+            self.edited_made.append(self.made_here[id(t)])
         self.know(t, self.value_of(result, "edit"))
 
     def made(self, t: Tensor) -> None:
-        """A factory (``nt.zeros``, ``nt.tensor``...) made ``t`` during the trace: the graph holds its values
-        as a constant, and the function may write into it (the writes are values of the graph)."""
+        """A factory (``nt.zeros``, ``nt.tensor``...) made ``t`` during the trace: the function may write into
+        it, as into an op's result (the graph holds a copy of the tensor as a constant, and the writes are
+        values of the graph)."""
         self.made_here[id(t)] = weakref.ref(t)
+
+    def _made_here(self, t: Tensor) -> bool:
+        made = self.made_here.get(id(t))
+        return made is not None and made() is t
 
     def alias_hook(self, spec: Tensor, t: Tensor) -> None:
         self.know(spec, self.value_of(t, "to"))
@@ -214,11 +220,7 @@ class _Recorder:
             # the device
             v = self.graph.new_value(t.names, a.shape, str(a.dtype), "constant", (recipe, t.names))
         else:
-            made = self.made_here.get(id(t))
-            if made is not None and made() is t:  # the function's own: a copy, which edits of t leave alone
-                v = self.graph.new_value(t.names, a.shape, str(a.dtype), "constant", wrap(a, t.names, backend_of(t)))
-            else:
-                v = self.graph.new_value(t.names, a.shape, str(a.dtype), "external", t)
+            v = self.graph.new_value(t.names, a.shape, str(a.dtype), "external", t)
         self.know(t, v)
         return v
 
