@@ -469,26 +469,33 @@ _EDITS = {
     "sigmoid": lambda a, b, x: a.sigmoid_(),
     "slice": lambda a, b, x: a.__setitem__((slice(1, 3),), b[1:3] * 2),
     "row": lambda a, b, x: a.__setitem__(0, 0.25),
+    "row_x": lambda a, b, x: a.__setitem__(2, x[2] * 3),
+    "column": lambda a, b, x: a.__setitem__((slice(None), 1), b[:, 1]),
     "mask": lambda a, b, x: a.masked_fill_(b > 0.5, -0.5),
     "copy": lambda a, b, x: a.copy_(b * x),
     "new_b": None,  # b = a * 1.5 (out of place): later edits of a leave b alone
+    "read": None,  # r = a * 1.0, returned: the value a had then, which later writes must leave alone
     "view": None,  # v = a.reshape(...): every later edit of a must show in v, so they run eagerly
 }
 
 
 @settings(max_examples=40)
-@given(steps=st.lists(st.sampled_from(sorted(_EDITS)), min_size=1, max_size=8))
-def test_a_sequence_of_in_place_edits_compiles_to_the_eager_values_and_gradients(steps):
+@given(start=st.sampled_from(["an op", "a factory"]), steps=st.lists(st.sampled_from(sorted(_EDITS)), min_size=1,
+                                                                    max_size=8))
+def test_a_sequence_of_in_place_edits_compiles_to_the_eager_values_and_gradients(start, steps):
     def fn(x):
-        a, b, views = x * 1.0, x.exp(), []
+        a = x * 1.0 if start == "an op" else nt.full((4, 3), 0.5, names=("i", "j"), dtype=nt.float64)
+        b, kept = x.exp(), []
         for step in steps:
             if step == "new_b":
                 b = a * 1.5
+            elif step == "read":
+                kept.append(a * 1.0)
             elif step == "view":
-                views.append(a.reshape(4, 3))
+                kept.append(a.reshape(4, 3))
             else:
                 _EDITS[step](a, b, x)
-        return (a + b.sum(), *views)
+        return (a + b.sum() + x.sum(), *kept)  # x.sum(): a gradient even where no write reads x
 
     x = rnd(4, 3, names=("i", "j"), dtype="float64").requires_grad_()
     want = fn(x)
@@ -496,7 +503,7 @@ def test_a_sequence_of_in_place_edits_compiles_to_the_eager_values_and_gradients
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = cf(x)
-    viewed_then_edited = "view" in steps and any(s not in ("view", "new_b") for s in steps[steps.index("view"):])
+    viewed_then_edited = "view" in steps and any(s not in ("view", "new_b", "read") for s in steps[steps.index("view"):])
     assert bool(caught) == viewed_then_edited  # compiled unless a view would see a later edit
     for g, e in zip(got, want):
         assert g.names == e.names

@@ -21,6 +21,7 @@ into the graph), the grad mode, and the ``training`` flags of a compiled module.
 
 from __future__ import annotations
 
+import gc
 import sys
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -315,13 +316,26 @@ def capture(fn: Callable, leaves: List[Any], tree: Any, constants_on: Optional[s
                                             "function, which graphs do not trace yet")
     del result, out_leaves, args, kwargs, specs
     recorder.seen.clear()
-    if any(made() is not None for made in recorder.edited_made):
+    if _still_held(recorder.edited_made):
         raise Untraceable("in-place write", "into a tensor made inside the function that something outside it "
                                             "still holds after the call (a global, an attribute), which graphs "
                                             "do not trace yet")
     _classify_externals(graph)
     _make_constants(graph, leaves, constants_on)
     return graph
+
+
+def _still_held(refs: List["weakref.ref[Tensor]"]) -> bool:
+    """Whether one of these tensors is still alive after the trace.  The trace's own objects may hold one in
+    a reference cycle (the tensor stands for an edit's result, whose history has a node that saved the
+    tensor): those go in a collection of the youngest objects (nt.compile pauses the collector during the
+    trace, so they are all young), then of all, before the answer is yes."""
+    for generation in (None, 0, 2):
+        if generation is not None:
+            gc.collect(generation)
+        if not any(ref() is not None for ref in refs):
+            return False
+    return True
 
 
 class Computed(Op):

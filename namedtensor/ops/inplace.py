@@ -395,10 +395,10 @@ def fill_(self: Tensor, value: Any) -> Tensor:
                              "use copy_ to write a tensor.")
     elif as_number(value) is None:
         raise TypeError(f"fill_: the value must be a number or a 0-dim tensor, got {type(value).__name__}.")
-    v, _ = _other(self, value, self._names, "fill_")
-    if graph is TRACED:
+    if graph is TRACED:  # before _other: a spec's value fills a factory's (real) tensor there
         _put(self, ..., value, "fill_")
         return self
+    v, _ = _other(self, value, self._names, "fill_")
     if graph:
         return _overwrite(self, value, self._names, "fill_")
     _write(self, _ALL, v, "fill_")
@@ -417,10 +417,10 @@ def copy_(self: Tensor, src: Any) -> Tensor:
     graph = _records(self, "copy_", src)
     if as_number(src) is not None and getattr(src, "ndim", None) is None:  # a 0-dim array is an array
         raise TypeError("copy_: src must be a tensor or an array; use fill_ for a number.")
-    v, names = _other(self, src, self._names, "copy_")
-    if graph is TRACED:
+    if graph is TRACED:  # before _other: a spec is copied into a factory's (real) tensor there
         _put(self, ..., operand(src, self, "copy_"), "copy_")
         return self
+    v, names = _other(self, src, self._names, "copy_")
     if graph:
         return _overwrite(self, operand(src, self, "copy_"), names, "copy_")
     _write(self, _ALL, v, "copy_")
