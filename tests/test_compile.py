@@ -6,6 +6,7 @@ The equality of compiled and eager results op family by op family is tests/test_
 """
 
 import gc
+import math
 import re
 import warnings
 import weakref
@@ -379,6 +380,22 @@ def test_a_tensor_built_by_writes_into_its_rows_is_copied_once(start):
         for a, e in zip(nt.grad(got.sum(), [x, w]), nt.grad(want.sum(), [x, w])):
             assert_close(a, e, rtol=1e-12, atol=1e-12)
     assert gradcheck(cf, x, w)
+
+
+def test_a_table_built_from_factories_and_writes_folds_into_one_constant():
+    def with_positions(x):  # sinusoidal position encodings, made at every call as in a module's forward
+        seq, dim = x.shape
+        pos = nt.arange(seq, dtype=nt.float32, names=("seq",)).unsqueeze(-1)
+        div = (nt.arange(0, dim, 2, dtype=nt.float32, names=("half",)) * (-math.log(10000.0) / dim)).exp()
+        pe = nt.zeros(seq, dim, names=("seq", "embed"))
+        pe[:, 0::2] = (pos * div.rename(None).unsqueeze(0)).sin().rename(None)
+        pe[:, 1::2] = (pos * div.rename(None).unsqueeze(0)).cos().rename(None)
+        return x + pe
+
+    x = rnd(16, 8, names=("seq", "embed"))
+    cf, got = compiled_quietly(with_positions, x)
+    assert [n.op.name for n in program(cf).graph.nodes] == ["add"]  # the table is a constant of the graph
+    assert_close(got, with_positions(x), rtol=0, atol=0)
 
 
 def test_a_write_copies_where_the_value_before_it_is_read_again():
