@@ -212,7 +212,8 @@ def set_num_threads(n: int) -> None:
     kernels and for the matrix products, which it shares out by rows or stacked matrices to BLAS
     calls on one thread each (BLAS's own thread count, changed at run time with ``threadpoolctl``, is
     then 1, and ``n`` inside the linear-algebra routines): OpenBLAS's idle workers spin for a while
-    after each product and would take cores from the pool's threads."""
+    after each product and would take cores from the pool's threads.  With a thread for every CPU the
+    process may use, each of the pool's threads keeps to one CPU (backends/thread_pool.py)."""
     from . import numpy_kernels, thread_pool
 
     thread_pool.set_num_threads(n)
