@@ -42,9 +42,9 @@ def _finish(data, names, B, requires_grad: bool, op: str) -> Tensor:
     if requires_grad:
         t.requires_grad_(True)
     else:
-        made = getattr(_state.current[1], "made", None)
-        if made is not None:  # nt.compile's trace: a tensor of the function's own, which it may write into
-            made(t)
+        tracer = _state.current[1]
+        if tracer is not None and hasattr(tracer, "made"):
+            tracer.made(t)  # nt.compile's trace: the function's own tensor, which it may write into
     return t
 
 
