@@ -99,6 +99,27 @@ def test_gradients_through_compiled_code_are_the_eager_ones():
         assert_close(g, e, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_an_adamw_update_written_with_ops_is_one_kernel(dtype):
+    pytest.importorskip("numba")
+    beta1, beta2, eps, decay = 0.9, 0.999, 1e-8, 0.01
+
+    def adamw(p, g, m, v, lr, step):
+        m = m * beta1 + g * (1 - beta1)
+        v = v * beta2 + g * g * (1 - beta2)
+        m_hat, v_hat = m / (1 - beta1 ** step), v / (1 - beta2 ** step)
+        return p * (1 - lr * decay) - lr * m_hat / (v_hat.sqrt() + eps), m, v
+
+    p, g, m = (rnd(64, 33, names=("out", "in"), seed=k, dtype=dtype) for k in range(3))
+    v = rnd(64, 33, names=("out", "in"), seed=3, dtype=dtype).abs()
+    cf, got = compiled_quietly(adamw, p, g, m, v, 1e-3, 7)
+    (node,) = program(cf).graph.nodes  # the parameter, both moments: three outputs of one generated kernel
+    assert node.op.name.startswith("fused[") and len(node.outputs) == 3 and "numpy" in node.op.kernels
+    for a, e in zip(got, adamw(p, g, m, v, 1e-3, 7)):
+        assert a.names == e.names and a.dtype == e.dtype
+        assert_close(a, e, rtol=1e-6 if dtype == "float32" else 1e-12, atol=1e-7 if dtype == "float32" else 1e-14)
+
+
 def test_the_fused_backward_saves_the_inputs_only():
     x = rnd(3, 4, names=("b", "d"), dtype="float64").requires_grad_()
     cf = nt.compile(lambda x: (x * 2 + 1).relu() * x - 3)
