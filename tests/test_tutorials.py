@@ -9,7 +9,7 @@ from nbclient import NotebookClient
 
 TUTORIALS = Path(__file__).resolve().parents[1] / "tutorials"
 NOTEBOOKS = ["01_named_tensors.ipynb", "02_attention.ipynb", "03_converting_code.ipynb", "04_autograd.ipynb",
-             "05_gpu.ipynb", "06_porting_a_pytorch_model.ipynb"]
+             "05_gpu.ipynb", "06_porting_a_pytorch_model.ipynb", "07_compiling.ipynb"]
 
 
 def test_the_tutorials_are_all_here():
