@@ -45,7 +45,6 @@ from pathlib import Path
 from own_env import OPENBLAS_TUNING
 
 
-
 def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--layers", type=int, default=6)

@@ -133,6 +133,11 @@ class _Recorder:
         self.graph = graph
         # id(tensor) -> (tensor, value, its version counter, the count when seen)
         self.seen: Dict[int, Tuple[Tensor, Value, Any, int]] = {}
+        # for edit_hook, kept as the trace goes (a scan of the trace at every edit made a trace of n writes
+        # cost n^2): id(version counter) -> the seen tensors that share it (a view shares its base's), and
+        # the values that a node which may return a view read
+        self.sharing: Dict[int, set] = {}
+        self.viewed: set = set()
         self.arrays: Dict[int, Value] = {}  # id(meta array) -> the traced value that holds it
         self.derived: Dict[int, Tuple[MetaArray, str, tuple, dict]] = {}  # id(meta array) -> how it was made
         self.made_here: Dict[int, "weakref.ref[Tensor]"] = {}  # id(tensor) -> a tensor a factory made in the trace
@@ -152,7 +157,7 @@ class _Recorder:
         new value, which ``t`` stands for from then on (:meth:`edited`).  That is the edit only where no other
         tensor sees ``t``'s data: ``t`` is made inside the function (by an op, by a factory, or a constant the
         graph alone holds), and neither a view nor viewed."""
-        v = self.value_of(t, op)
+        v = self.value_of(t, op)  # t is among the seen from here on
         vc = version_counter(t)
         if v.kind == "external" and self._made_here(t):  # the graph's own copy from now on, which edits leave alone
             v.kind, v.source = "constant", wrap(raw(t), t.names, backend_of(t))
@@ -160,8 +165,7 @@ class _Recorder:
             what = ("that is an argument of the function" if v.kind == "input" else
                     "from outside the function (a parameter, a buffer, a global)")
         elif (getattr(t, "_view", None) is not None or (v.kind == "op" and _may_view(v.source.op))
-              or any(_may_view(n.op) and any(a is v for a in n.args) for n in self.graph.nodes)
-              or any(entry[2] is vc and entry[0] is not t for entry in self.seen.values())):
+              or v.id in self.viewed or len(self.sharing[id(vc)]) > 1):
             what = "that may share its data with a view"
         else:
             return
@@ -188,16 +192,22 @@ class _Recorder:
         self.know(spec, self.value_of(t, "to"))
 
     def know(self, t: Tensor, v: Value) -> None:
-        vc = version_counter(t)
-        self.seen[id(t)] = (t, v, vc, vc[0])
+        self._see(t, v, version_counter(t))
         self.arrays[id(raw(t))] = v
+
+    def _see(self, t: Tensor, v: Value, vc: Any) -> None:
+        before = self.seen.get(id(t))
+        if before is not None and before[2] is not vc:
+            self.sharing[id(before[2])].discard(id(t))
+        self.seen[id(t)] = (t, v, vc, vc[0])
+        self.sharing.setdefault(id(vc), set()).add(id(t))
 
     def value_of(self, t: Tensor, op: str) -> Value:
         entry = self.seen.get(id(t))
         if entry is not None:
             vc = version_counter(t)
             if vc is not entry[2]:  # t became a view after it was seen (it shares its base's counter now)
-                self.seen[id(t)] = (t, entry[1], vc, vc[0])
+                self._see(t, entry[1], vc)
             elif vc[0] != entry[3]:
                 raise Untraceable(op, "reads a tensor that was written in place inside the compiled function, "
                                       "which graphs do not trace yet")
@@ -257,6 +267,8 @@ class _Recorder:
         node = Node(op, args, params, tuple(outs), names)
         for v in outs:
             v.source = node
+        if _may_view(op):
+            self.viewed.update(a.id for a in args if isinstance(a, Value))
         self.graph.nodes.append(node)
 
 

@@ -474,7 +474,8 @@ def _put(self: Tensor, key: Any, value: Any, op: str) -> None:
         data = number
     else:
         value = operand(value, self, "setitem")
-        if value._B is not self._B and self.device != "meta" and not (graph is TRACED and value.device == "meta"):
+        # in a trace the node's apply decides (a spec goes with an array of any device, as in every op)
+        if value._B is not self._B and self.device != "meta" and graph is not TRACED:
             raise _device_error("setitem", self, value)
         names = _names.setitem(self._names, tokens, value._names, "setitem")
         check_value_kind(self.dtype, value.dtype.kind, "setitem")
