@@ -216,6 +216,12 @@ def _dispatching_backend(refuse=()):
             calls.append(name)
             if name in refuse:
                 raise KernelUnsupported(name)
+            if name.startswith("attention"):  # the kernels take (N, L, D): results of their shapes, marked
+                assert all(a.ndim == 3 for a in args[:3]), [a.shape for a in args]
+                if name == "attention":
+                    q, _, v = args
+                    return np.full(q.shape[:2] + v.shape[2:], 7.0), np.full(q.shape[:2], 8.0)
+                return tuple(np.full(a.shape, 9.0) for a in args[:3])
             return ("kernel", name)
         return call
 
@@ -239,7 +245,7 @@ def _hook_calls(b, dtype):
 
     x, w = arr(3, 4), arr(4)
     t = np.array([0, 2, 1])
-    q = arr(2, 3, 4)
+    q = arr(2, 2, 3, 4)  # two batch dims, which the CUDA kernels get flattened
     adam = {"lr": 0.1, "beta1": 0.9, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.0, "step": 1, "decoupled": True}
     att = {"scale": 0.5, "causal": True, "key_keep": None}
     return {
@@ -253,7 +259,7 @@ def _hook_calls(b, dtype):
         "cross_entropy_backward": lambda: b.cross_entropy_backward(x, x.max(1), t, x[:, 0], -100),
         "adamw_": lambda: b.adamw_([w.copy()], [w], [w * 0], [w * 0], **adam),
         "attention": lambda: b.attention(q, q, q, **att),
-        "attention_backward": lambda: b.attention_backward(q, q, q, q, np.zeros((2, 3), dtype), q, **att),
+        "attention_backward": lambda: b.attention_backward(q, q, q, q, np.zeros((2, 2, 3), dtype), q, **att),
     }
 
 
@@ -262,8 +268,15 @@ def test_cupy_backend_sends_float16_and_float32_to_the_kernels(dtype):
     b, calls = _dispatching_backend()
     assert b.fused_attention is True
     for name, call in _hook_calls(b, dtype).items():
-        assert call() == ("kernel", name)
+        result = call()
         assert calls[-1] == name
+        if name == "attention":  # shaped back to the batch dims
+            assert result[0].shape == (2, 2, 3, 4) and np.all(result[0] == 7)
+            assert result[1].shape == (2, 2, 3) and np.all(result[1] == 8)
+        elif name == "attention_backward":
+            assert [g.shape for g in result] == [(2, 2, 3, 4)] * 3 and all(np.all(g == 9) for g in result)
+        else:
+            assert result == ("kernel", name)
 
 
 def test_cupy_backend_runs_the_generic_code_for_float64_and_refused_arrays():

@@ -405,14 +405,15 @@ class Backend:
     def attention(self, q, k, v, *, scale: float, causal: bool, key_keep):
         """Scaled dot-product attention: ``(out, lse)``.
 
-        ``q`` (N, Lq, D), ``k`` (N, Lk, D), ``v`` (N, Lk, Dv), float, one dtype; ``key_keep`` None or
-        bool (N, Lk), True = may attend; ``causal``: query i attends key j only when j <= i.  ``out``
-        (N, Lq, Dv) in q's dtype; ``lse`` (N, Lq) the log-sum-exp of each query's scaled, masked
-        scores (float32 for float16 input).  A query with no key to attend gets ``out = 0`` and
-        ``lse = -inf``.
+        ``q`` (*batch, Lq, D), ``k`` (*batch, Lk, D), ``v`` (*batch, Lk, Dv), float, one dtype, any
+        strides (views, batch dims broadcast with stride 0 among them); ``key_keep`` None or bool
+        (*batch, Lk), True = may attend; ``causal``: query i attends key j only when j <= i.  ``out``
+        (*batch, Lq, Dv) in q's dtype; ``lse`` (*batch, Lq) the log-sum-exp of each query's scaled,
+        masked scores (float32 for float16 input).  A query with no key to attend gets ``out = 0`` and
+        ``lse = -inf``.  A kernel on ``(N, L, D)`` arrays takes its calls through :meth:`_attention_3d`.
 
-        This default materialises the (N, Lq, Lk) scores (in float32 for float16 input): it is what a
-        backend with :attr:`fused_attention` falls back to for inputs its kernel does not take.
+        This default materialises the (*batch, Lq, Lk) scores (in float32 for float16 input): it is what
+        a backend with :attr:`fused_attention` falls back to for inputs its kernel does not take.
         """
         dtype = q.dtype
         q, k, v = (self._attention_work(x) for x in (q, k, v))
@@ -420,40 +421,64 @@ class Backend:
         allowed = self._attention_allowed(s.shape, causal, key_keep)
         if allowed is not None:
             s = self.where(allowed, s, -math.inf)
-        n, n_query, n_key = s.shape
+        n_key = s.shape[-1]
         if n_key == 0:
-            top = self.zeros((n, n_query, 1), dtype=s.dtype)
+            top = self.zeros(tuple(s.shape[:-1]) + (1,), dtype=s.dtype)
         else:
-            top = self.max(s, axis=2, keepdims=True)
+            top = self.max(s, axis=-1, keepdims=True)
             top = self.where(self.isfinite(top), top, 0.0)  # no key to attend: exp(-inf - 0) = 0
         e = self.exp(s - top)
-        total = self.sum(e, axis=2, keepdims=True)
+        total = self.sum(e, axis=-1, keepdims=True)
         some = self.greater(total, 0.0)
         safe = self.where(some, total, 1.0)
         out = self.astype(self.matmul(e, v) / safe, dtype)
         lse = self.where(some, top + self.log(safe), -math.inf)
-        return out, self.reshape(lse, (n, n_query))
+        return out, self.reshape(lse, tuple(s.shape[:-1]))
 
     def attention_backward(self, q, k, v, out, lse, g, *, scale: float, causal: bool, key_keep):
         """The gradients ``(dq, dk, dv)`` of :meth:`attention` for the output's gradient ``g``, from its
-        ``out`` and ``lse``: with ``P = exp(S - lse)`` (0 where masked), ``dV = P^T g``,
+        ``out`` and ``lse`` (shapes as there; each gradient has its operand's shape, batch dims
+        broadcast included): with ``P = exp(S - lse)`` (0 where masked), ``dV = P^T g``,
         ``dS = P * (g V^T - rowsum(g * out))``, ``dQ = scale dS K``, ``dK = scale dS^T Q``.  This
         default materialises P, as :meth:`attention` does."""
         dtypes = (q.dtype, k.dtype, v.dtype)
         q, k, v, out, g = (self._attention_work(x) for x in (q, k, v, out, g))
         lse = self.astype(lse, q.dtype)
         s = self.matmul(q * scale, self._swap_last(k))
-        finite = self.expand_dims(self.isfinite(lse), axis=2)
+        finite = self.expand_dims(self.isfinite(lse), axis=-1)
         allowed = self._attention_allowed(s.shape, causal, key_keep)
         allowed = finite if allowed is None else self.logical_and(allowed, finite)
-        lse = self.expand_dims(self.where(self.isfinite(lse), lse, 0.0), axis=2)
+        lse = self.expand_dims(self.where(self.isfinite(lse), lse, 0.0), axis=-1)
         p = self.exp(self.where(allowed, s - lse, -math.inf))
         dv = self.matmul(self._swap_last(p), g)
-        delta = self.sum(g * out, axis=2, keepdims=True)
+        delta = self.sum(g * out, axis=-1, keepdims=True)
         ds = p * (self.matmul(g, self._swap_last(v)) - delta)
         dq = self.matmul(ds, k) * scale
         dk = self.matmul(self._swap_last(ds), q) * scale
         return tuple(self.astype(x, d) for x, d in zip((dq, dk, dv), dtypes))
+
+    def _attention_3d(self, kernel, q, k, v, *, scale: float, causal: bool, key_keep):
+        """:meth:`attention` by ``kernel``, which takes ``(N, L, D)`` arrays and ``(N, Lk)`` keys (the CUDA
+        kernels): the batch dims flattened into N, the results shaped back."""
+        batch = tuple(q.shape[:-2])
+        n = math.prod(batch)
+        q3, k3, v3 = (self._flat(x, n, 2) for x in (q, k, v))
+        keep = None if key_keep is None else self._flat(key_keep, n, 1)
+        out, lse = kernel(q3, k3, v3, scale=scale, causal=causal, key_keep=keep)
+        return self.reshape(out, batch + tuple(out.shape[1:])), self.reshape(lse, batch + tuple(lse.shape[1:]))
+
+    def _attention_backward_3d(self, kernel, q, k, v, out, lse, g, *, scale: float, causal: bool, key_keep):
+        """:meth:`attention_backward` by a kernel on ``(N, L, D)`` arrays, as :meth:`_attention_3d`."""
+        n = math.prod(q.shape[:-2])
+        q3, k3, v3, out3, g3 = (self._flat(x, n, 2) for x in (q, k, v, out, g))
+        keep = None if key_keep is None else self._flat(key_keep, n, 1)
+        grads = kernel(q3, k3, v3, out3, self._flat(lse, n, 1), g3, scale=scale, causal=causal, key_keep=keep)
+        return tuple(self.reshape(x, tuple(like.shape)) for x, like in zip(grads, (q, k, v)))
+
+    def _flat(self, x, n: int, core: int):
+        """``x`` with its batch dims flattened into one of size ``n`` and its last ``core`` dims kept (a copy
+        where the strides allow no view: batch dims broadcast with stride 0 become real)."""
+        return self.reshape(x, (n,) + tuple(x.shape[len(x.shape) - core:]))
 
     def _attention_work(self, x):
         """``x`` in the dtype the default attention computes in: float32 for float16, else its own."""
@@ -462,18 +487,19 @@ class Backend:
         return x
 
     def _swap_last(self, x):
-        return self.permute_dims(x, (0, 2, 1))
+        n = len(x.shape)
+        return self.permute_dims(x, tuple(range(n - 2)) + (n - 1, n - 2))
 
     def _attention_allowed(self, shape, causal: bool, key_keep):
         """The bool (query, key) pairs that may attend, broadcastable to the scores' ``shape``
-        (N, Lq, Lk), or None when all may."""
+        (*batch, Lq, Lk), or None when all may."""
         allowed = None
         if causal:
-            i = self.reshape(self.arange(shape[1]), (1, shape[1], 1))
-            j = self.reshape(self.arange(shape[2]), (1, 1, shape[2]))
+            i = self.reshape(self.arange(shape[-2]), (shape[-2], 1))
+            j = self.reshape(self.arange(shape[-1]), (1, shape[-1]))
             allowed = self.greater_equal(i, j)
         if key_keep is not None:
-            keep = self.reshape(key_keep, (shape[0], 1, shape[2]))
+            keep = self.expand_dims(key_keep, axis=-2)
             allowed = keep if allowed is None else self.logical_and(allowed, keep)
         return allowed
 

@@ -22,6 +22,7 @@ of the op that follows on the right device; with one GPU there is nothing to swi
 
 from __future__ import annotations
 
+import functools
 import operator
 
 import numpy as np
@@ -311,13 +312,14 @@ class CupyBackend(Backend):
 
     def attention(self, q, k, v, *, scale, causal, key_keep):
         if _same_float(q, k, v):
-            return self._fused("attention", q, k, v, scale=scale, causal=causal, key_keep=key_keep)
+            return self._attention_3d(functools.partial(self._fused, "attention"), q, k, v, scale=scale,
+                                      causal=causal, key_keep=key_keep)
         return super().attention(q, k, v, scale=scale, causal=causal, key_keep=key_keep)
 
     def attention_backward(self, q, k, v, out, lse, g, *, scale, causal, key_keep):
         if _same_float(q, k, v, out, g):
-            return self._fused("attention_backward", q, k, v, out, lse, g, scale=scale, causal=causal,
-                               key_keep=key_keep)
+            return self._attention_backward_3d(functools.partial(self._fused, "attention_backward"), q, k, v, out,
+                                               lse, g, scale=scale, causal=causal, key_keep=key_keep)
         return super().attention_backward(q, k, v, out, lse, g, scale=scale, causal=causal, key_keep=key_keep)
 
     # the device: synchronisation, memory, host transfers ------------------------------

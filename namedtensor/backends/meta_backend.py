@@ -342,6 +342,8 @@ class MetaBackend(Backend):
     name = "meta"
     xp = np  # for the dtype objects; every array function is replaced below
     device = "meta"
+    # the CPU and CUDA backends both run attention as one fused op: a trace records the op they run
+    fused_attention = True
 
     def __init__(self) -> None:
         super().__init__()

@@ -8,7 +8,7 @@ import operator
 
 import numpy as np
 
-from . import numpy_kernels
+from . import numpy_attention, numpy_kernels
 from .base import Backend
 from .. import _dtypes
 
@@ -150,6 +150,20 @@ class NumpyBackend(Backend):
         if numpy_kernels.takes_rows(x, w, g):
             return numpy_kernels.norm_rows_backward(x, n, mean, rstd, w, g, want_x, want_w, want_b)
         return super().norm_rows_backward(x, n, mean, rstd, w, g, want_x, want_w, want_b)
+
+    # attention block by block, in the cache (numpy_attention.py); other dtypes and empty dims: the default
+    fused_attention = True
+
+    def attention(self, q, k, v, *, scale, causal, key_keep):
+        if numpy_attention.takes(q, k, v):
+            return numpy_attention.attention(q, k, v, scale=scale, causal=causal, key_keep=key_keep)
+        return super().attention(q, k, v, scale=scale, causal=causal, key_keep=key_keep)
+
+    def attention_backward(self, q, k, v, out, lse, g, *, scale, causal, key_keep):
+        if numpy_attention.takes(q, k, v, out, lse, g):
+            return numpy_attention.attention_backward(q, k, v, out, lse, g, scale=scale, causal=causal,
+                                                      key_keep=key_keep)
+        return super().attention_backward(q, k, v, out, lse, g, scale=scale, causal=causal, key_keep=key_keep)
 
     def rowdot(self, a, b):
         # one pass, no product array: about three times faster than multiply then sum

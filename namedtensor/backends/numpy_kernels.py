@@ -88,6 +88,11 @@ def pool_products(on: bool) -> None:
         attach(backend)
 
 
+def pool_does_products() -> bool:
+    """Whether this pool's threads do the products (BLAS has one thread): :func:`pool_products`."""
+    return _products
+
+
 def attach(backend) -> None:
     """Give a NumPy backend the ``matmul`` of the current mode, and keep it up to date."""
     _backends.add(backend)

@@ -747,7 +747,7 @@ CONVERTERS: Dict[str, Converter] = {
     "_GetItem": _getitem, "_IndexSelect": _index_select, "_Gather": _gather,
     "_Softmax": _softmax("Softmax"), "_LogSoftmax": _softmax("LogSoftmax"),
     "_Matmul": _matmul, "_Linear": _linear, "_Embedding": _embedding,
-    "_LayerNorm": _norm(True), "_RMSNorm": _norm(False), "_Attention": _attention,
+    "_LayerNorm": _norm(True), "_RMSNorm": _norm(False), "_Attention": _attention, "_FusedAttention": _attention,
     "_CrossEntropy": _cross_entropy, "_CrossEntropyRows": _cross_entropy, "_NLLLoss": _nll,
     "_Conv": _conv, "_ConvTranspose": _conv, "_Pool": _pool, "_Norm": _p_norm,
     "_SoftCrossEntropy": _soft_cross_entropy, "_Quantize": _quantize, "_FakeQuantize": _quantize, "_Dequantize": _dequantize,

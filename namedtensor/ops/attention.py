@@ -23,9 +23,12 @@ case), with ``rowsum(dP * P) = rowsum(g * out)`` (as FlashAttention does) to avo
 the scores; under ``create_graph`` it recomputes the probabilities with tensor ops from the saved
 inputs, so the gradient is differentiable again.
 
-On a backend with a fused attention kernel (``B.fused_attention``: CuPy), calls without dropout,
-weights or float masks, whose bool mask only pads keys (it does not vary along the queries), run
-the kernel instead (:class:`_FusedAttention`) on the operands flattened to ``(N, L, D)``.
+On a backend with fused attention (``B.fused_attention``: CuPy's CUDA kernels, the NumPy backend's
+blocks, backends/numpy_attention.py), calls without dropout, weights or float masks, whose bool mask
+only pads keys (it does not vary along the queries), run ``B.attention`` instead
+(:class:`_FusedAttention`) on the operands' working layouts broadcast to one batch; it keeps only the
+output and the log-sum-exp of the scores for the backward.  nt.compile's CPU graphs with Numba run
+the path above in its place (``row_kernels_op``), which is faster there.
 """
 
 from __future__ import annotations
@@ -359,9 +362,10 @@ def _scores_grad_graph(B, q, k, v, mask, g, g_weights, prm, keep):
 
 # ----------------------------------------------------------------------------- the fused kernel
 #
-# A backend with ``fused_attention`` (CuPy) runs attention as one kernel on (N, L, D) arrays, N the
-# batch dims flattened: FlashAttention's tiling, which never forms the scores.  It takes causal and
-# key-padding masks only, no dropout and no weights; other calls take the path above.
+# A backend with ``fused_attention`` runs attention as one hook on the working layouts (CuPy flattens the
+# batch dims for its FlashAttention kernels, which never form the scores; NumPy computes blocks of heads
+# in the cache).  It takes causal and key-padding masks only, no dropout and no weights; other calls
+# take the path above.
 
 
 def _fusable(B, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], m_src, dropout_p: float,
@@ -381,45 +385,44 @@ def _batch_sizes(q, k, v, prm) -> tuple:
     return tuple(max(c) for c in zip(*sizes))
 
 
-def _rows(B, x, src, batch: tuple, tail: tuple):
-    """Raw array ``x`` in its working layout, broadcast to ``batch`` and flattened to ``(N,) + tail``."""
+def _broadcast(B, x, src, batch: tuple):
+    """Raw array ``x`` in its working layout, broadcast to the ``batch`` dims (a view)."""
     x = _to_work(B, x, src)
     full = batch + tuple(x.shape[len(batch):])
-    if tuple(x.shape) != full:
-        x = B.broadcast_to(x, full)
-    return B.reshape(x, (math.prod(batch),) + tail)
+    return x if tuple(x.shape) == full else B.broadcast_to(x, full)
 
 
 def _fused_inputs(B, q, k, v, mask, prm):
-    """``(q, k, v, key_keep)`` as the fused kernel takes them (raw arrays), with the batch sizes."""
+    """``(q, k, v, key_keep)`` as the backend's fused attention takes them (raw arrays, views), with the
+    batch sizes."""
     batch = _batch_sizes(q, k, v, prm)
-    q3 = _rows(B, q, prm["q_src"], batch, (q.shape[prm["q_src"][-2]], q.shape[prm["q_src"][-1]]))
-    n_key = k.shape[prm["k_src"][-2]]
-    k3 = _rows(B, k, prm["k_src"], batch, (n_key, k.shape[prm["k_src"][-1]]))
-    v3 = _rows(B, v, prm["v_src"], batch, (n_key, v.shape[prm["v_src"][-1]]))
+    qw, kw, vw = (_broadcast(B, x, prm[key], batch) for x, key in ((q, "q_src"), (k, "k_src"), (v, "v_src")))
     keep = None
     if mask is not None:
-        m = B.broadcast_to(_to_work(B, mask, prm["m_src"]), batch + (1, n_key))
-        keep = B.reshape(m, (math.prod(batch), n_key))
-    return q3, k3, v3, keep, batch
+        n_key = kw.shape[-2]
+        keep = B.reshape(B.broadcast_to(_to_work(B, mask, prm["m_src"]), batch + (1, n_key)), batch + (n_key,))
+    return qw, kw, vw, keep, batch
 
 
 class _FusedAttention(Op):
-    """Attention by the backend's fused kernel (``B.attention``); stashes its (N, Lq, Dv) output and
-    the log-sum-exp of the scores.  The backward is the kernel's (``B.attention_backward``) when no
-    graph is recorded, else tensor ops (differentiable again)."""
+    """Attention by the backend's fused kernel (``B.attention``) on the operands' working layouts,
+    broadcast to one batch; stashes its output (working layout) and the log-sum-exp of the scores.  The
+    backward is the kernel's (``B.attention_backward``) when no graph is recorded, else tensor ops
+    (differentiable again)."""
 
     name = _OP
     saves = (0, 1, 2, 3)
     saves_output = True
     stashes = True
+    # in nt.compile's CPU graphs the materialised scores with Numba's softmax are faster than the NumPy
+    # blocks (the benchmark block's compiled step: 55 against 59 ms on 1 thread, 33 against 36 on 2)
+    row_kernels_op = _Attention
 
     @staticmethod
     def forward(B, q, k, v, mask, **prm):
-        q3, k3, v3, keep, batch = _fused_inputs(B, q, k, v, mask, prm)
-        out3, lse = B.attention(q3, k3, v3, scale=prm["scale"], causal=prm["is_causal"], key_keep=keep)
-        out = B.reshape(out3, batch + tuple(out3.shape[1:]))
-        return B.permute_dims(out, inverse_permutation(prm["q_src"])), (out3, lse)
+        qw, kw, vw, keep, _ = _fused_inputs(B, q, k, v, mask, prm)
+        out, lse = B.attention(qw, kw, vw, scale=prm["scale"], causal=prm["is_causal"], key_keep=keep)
+        return B.permute_dims(out, inverse_permutation(prm["q_src"])), (out, lse)
 
     @staticmethod
     def backward(node, g):
@@ -427,20 +430,18 @@ class _FusedAttention(Op):
         if is_grad_enabled():
             return _grads_graph(node, q, k, v, mask, g, None, None)
         B, prm = node.B, node.params
-        q3, k3, v3, keep, batch = _fused_inputs(B, q._data, k._data, v._data, None if mask is None else mask._data,
-                                                prm)
-        out3, lse = node.stash
-        g3 = B.reshape(B.permute_dims(g._data, prm["q_src"]), tuple(out3.shape))
-        grads = B.attention_backward(q3, k3, v3, out3, lse, g3, scale=prm["scale"], causal=prm["is_causal"],
+        qw, kw, vw, keep, _ = _fused_inputs(B, q._data, k._data, v._data, None if mask is None else mask._data, prm)
+        out, lse = node.stash
+        gw = B.permute_dims(g._data, prm["q_src"])
+        grads = B.attention_backward(qw, kw, vw, out, lse, gw, scale=prm["scale"], causal=prm["is_causal"],
                                      key_keep=keep)
-        out = []
+        result = []
         for i, (grad, key) in enumerate(zip(grads, ("q_src", "k_src", "v_src"))):
             if node.edges[i] is None:
-                out.append(None)
+                result.append(None)
                 continue
-            work = _const(B, B.reshape(grad, batch + tuple(grad.shape[1:])))
-            out.append(_t_from_work(work, prm[key], node.in_shapes[i], node.in_names[i]))
-        return (*out, None)  # a bool mask has no gradient
+            result.append(_t_from_work(_const(B, grad), prm[key], node.in_shapes[i], node.in_names[i]))
+        return (*result, None)  # a bool mask has no gradient
 
 
 # ----------------------------------------------------------------------------- public functions
