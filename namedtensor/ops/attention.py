@@ -393,15 +393,14 @@ def _broadcast(B, x, src, batch: tuple):
 
 
 def _fused_inputs(B, q, k, v, mask, prm):
-    """``(q, k, v, key_keep)`` as the backend's fused attention takes them (raw arrays, views), with the
-    batch sizes."""
+    """``(q, k, v, key_keep)`` as the backend's fused attention takes them (raw arrays, views)."""
     batch = _batch_sizes(q, k, v, prm)
     qw, kw, vw = (_broadcast(B, x, prm[key], batch) for x, key in ((q, "q_src"), (k, "k_src"), (v, "v_src")))
     keep = None
     if mask is not None:
         n_key = kw.shape[-2]
         keep = B.reshape(B.broadcast_to(_to_work(B, mask, prm["m_src"]), batch + (1, n_key)), batch + (n_key,))
-    return qw, kw, vw, keep, batch
+    return qw, kw, vw, keep
 
 
 class _FusedAttention(Op):
@@ -420,7 +419,7 @@ class _FusedAttention(Op):
 
     @staticmethod
     def forward(B, q, k, v, mask, **prm):
-        qw, kw, vw, keep, _ = _fused_inputs(B, q, k, v, mask, prm)
+        qw, kw, vw, keep = _fused_inputs(B, q, k, v, mask, prm)
         out, lse = B.attention(qw, kw, vw, scale=prm["scale"], causal=prm["is_causal"], key_keep=keep)
         return B.permute_dims(out, inverse_permutation(prm["q_src"])), (out, lse)
 
@@ -430,7 +429,7 @@ class _FusedAttention(Op):
         if is_grad_enabled():
             return _grads_graph(node, q, k, v, mask, g, None, None)
         B, prm = node.B, node.params
-        qw, kw, vw, keep, _ = _fused_inputs(B, q._data, k._data, v._data, None if mask is None else mask._data, prm)
+        qw, kw, vw, keep = _fused_inputs(B, q._data, k._data, v._data, None if mask is None else mask._data, prm)
         out, lse = node.stash
         gw = B.permute_dims(g._data, prm["q_src"])
         grads = B.attention_backward(qw, kw, vw, out, lse, gw, scale=prm["scale"], causal=prm["is_causal"],
