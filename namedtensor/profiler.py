@@ -6,7 +6,8 @@ and outputs, its time, the bytes it moved (its tensor inputs' and outputs' ``nby
 traffic of an op that reads its inputs once and writes its outputs once; none for a view) and its FLOPs
 (``tracing.flops``: a contraction's by its formula, one per output element of an elementwise op, one per
 input element of an op that reduces).  A backward that a node computes on raw arrays (GELU's,
-cross-entropy's) runs no op, so it shows in no event: a profile sees what runs through ``apply``.
+cross-entropy's, a linear layer's two products side by side) runs no op: it shows as the node's
+``"<op>_backward"`` row, with FLOPs where ``tracing.BACKWARD_FLOPS`` has a rule for it.
 Then ``print(prof)`` is PyTorch's key-averages table with names, ``prof.export_chrome_trace(path)``
 writes a trace for chrome://tracing or Perfetto, and ``prof.roofline()`` compares each op's time with
 the least time this machine's memory bandwidth and matmul rate allow.
@@ -37,7 +38,7 @@ from .autograd.mode import no_grad
 from .backends import get_num_threads
 from .ops.creation import ones, randn
 from .tensor import Tensor
-from .tracing import Operand, flops, operand_of
+from .tracing import BACKWARD_FLOPS, Operand, flops, operand_of
 
 __all__ = ["profile", "Profile", "ProfileEvent", "OpStats", "Roofline", "RooflineRow"]
 
@@ -185,8 +186,10 @@ class _Recorder:
         ins = tuple(operand_of(g) for g in grads if isinstance(g, Tensor))
         outs = tuple(operand_of(g) for g in out)
         moved = sum(raw(g).nbytes for g in grads if isinstance(g, Tensor)) + sum(raw(g).nbytes for g in out)
+        rule = BACKWARD_FLOPS.get(node.op.name)
+        count = int(rule(ins, outs, node.params)) if rule is not None and len(self.events) == first else None
         self.add(ProfileEvent(f"{node.op.name}_backward", ins, outs, start, max(end - start - inner, 0), int(moved),
-                              None, end - start))
+                              count, end - start))
         return in_grads
 
     def add(self, event: ProfileEvent) -> None:

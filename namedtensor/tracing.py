@@ -101,6 +101,18 @@ FLOPS: Dict[str, Callable] = {
 }
 
 
+def _linear_grads_flops(ins, outs, params) -> int:
+    # the input's gradient and the weight's, each the output gradient's size times the input's width
+    return 4 * _numel(ins[0].shape) * outs[0].shape[-1]
+
+
+#: FLOPs of a backward that computes its gradients on raw arrays, running no ops of its own (the
+#: profiler's ``"<op>_backward"`` rows), by op name
+BACKWARD_FLOPS: Dict[str, Callable] = {
+    "linear": _linear_grads_flops,
+}
+
+
 #: op families (the modules of ``namedtensor.ops`` that define the op) counted per element by :func:`flops`:
 #: an elementwise op does one FLOP per output element, an op that reduces (a sum, a softmax, a norm, a loss)
 #: one per element of its first input.  By module, so that a new op of a family is counted without a table

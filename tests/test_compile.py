@@ -1245,8 +1245,20 @@ def test_the_softmax_kernel_matches_the_backends(monkeypatch, dtype, parts, mask
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_compiled_attention_runs_the_generated_softmax(causal):
+def test_compiled_attention_runs_the_blocks_with_numba_steps(monkeypatch, causal):
     pytest.importorskip("numba")
+    from namedtensor.backends import numba_kernels, numpy_attention
+
+    calls = []
+
+    def counted(name, step):
+        def run(*args):
+            calls.append(name)
+            return step(*args)
+        return run
+
+    monkeypatch.setattr(numba_kernels, "_STEPS", numpy_attention.Steps(
+        *(counted(name, step) for name, step in zip(numpy_attention.Steps._fields, numba_kernels._STEPS))))
     q = rnd(2, 3, 5, 4, names=("batch", "head", "seq", "dim"), dtype="float64").requires_grad_()
     k = rnd(2, 3, 6, 4, names=("batch", "head", "key", "dim"), seed=1, dtype="float64").requires_grad_()
     v = rnd(2, 3, 6, 4, names=("batch", "head", "key", "dim"), seed=2, dtype="float64").requires_grad_()
@@ -1262,8 +1274,10 @@ def test_compiled_attention_runs_the_generated_softmax(causal):
     assert got.names == want.names
     assert_close(got, want, rtol=1e-12, atol=1e-12)
     g = nt.randn(*want.shape, names=want.names, dtype="float64")
+    assert set(calls) == {"softmax"}
     for a, e in zip(nt.grad(got, (q, k, v), g), nt.grad(want, (q, k, v), g)):
         assert_close(a, e, rtol=1e-11, atol=1e-12)
+    assert set(calls) == {"softmax", "grad_kept"}  # the exponentials were kept, not recomputed
     assert gradcheck(cf, q, k, v)
 
 

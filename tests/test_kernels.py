@@ -150,18 +150,57 @@ def test_the_pool_leaves_other_products_to_numpy(small_blocks, monkeypatch, why)
     assert calls == [1]
 
 
-def test_a_linear_layer_learns_the_same_on_one_thread_and_in_the_pool(small_blocks, monkeypatch):
+@pytest.mark.parametrize("threads", [2, 3, 4])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_independent_products_run_side_by_side_in_pieces(small_blocks, monkeypatch, threads, dtype):
+    monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1)
+    rng = np.random.default_rng(0)
+    g, w, x = (rng.standard_normal(s).astype(dtype) for s in ((37, 5), (5, 9), (37, 9)))
+    pairs = [(g, w), (g.T, x), (w.T, g.T)]  # rows outnumber columns, then the other way round
+    calls = []
+    matmul = np.matmul
+    monkeypatch.setattr(numpy_kernels.np, "matmul", lambda a, b, **k: calls.append((a.shape, b.shape)) or matmul(a, b, **k))
+    nt.set_num_threads(threads)
+    got = numpy_kernels.matmuls(pairs)
+    for out, (a, b) in zip(got, pairs):
+        assert out.dtype == a.dtype
+        np.testing.assert_allclose(out, matmul(a, b), rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
+    # a share of the threads per product, at least one, each piece whole along the contracted dim
+    assert len(calls) == sum(max(1, threads * (i + 1) // 3 - threads * i // 3) for i in range(3))
+    assert all(a[-1] == b[-2] and a[-1] in (5, 37) for a, b in calls)
+
+
+@pytest.mark.parametrize("why", ["one thread", "small", "a stack", "mixed dtypes"])
+def test_independent_products_go_one_after_the_other_where_the_pool_does_not_take_them(small_blocks, monkeypatch, why):
+    monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1 << 62 if why == "small" else 1)
+    a = np.ones((2, 6, 4) if why == "a stack" else (6, 4), np.float32)
+    b = np.ones((4, 3), np.float64 if why == "mixed dtypes" else np.float32)
+    seen = []
+    monkeypatch.setattr(numpy_kernels, "matmul", lambda x, y: seen.append(1) or np.matmul(x, y))
+    nt.set_num_threads(1 if why == "one thread" else 2)
+    got = numpy_kernels.matmuls([(a, b), (a, b)])
+    assert seen == [1, 1] and all(np.array_equal(out, np.matmul(a, b)) for out in got)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("wanted", ["all", "the weight's", "the input's"])
+def test_a_linear_layer_learns_the_same_on_one_thread_and_in_the_pool(small_blocks, monkeypatch, bias, wanted):
     monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1)
     rng = np.random.default_rng(0)
     x = nt.tensor(rng.standard_normal((4, 16, 24)).astype(np.float32), names=("b", "s", "in"))
     w = nt.tensor(rng.standard_normal((12, 24)).astype(np.float32), names=("out", "in"))
+    b = nt.tensor(rng.standard_normal(12).astype(np.float32), names=("out",)) if bias else None
     results = []
-    for threads in (1, 2):
+    for threads in (1, 2):  # on 2 both gradients are two products side by side, on raw arrays
         nt.set_num_threads(threads)
-        wt = w.detach().requires_grad_()
-        xt = x.detach().requires_grad_()
-        y = nt.nn.functional.linear(xt, wt)
-        results.append([y.detach().numpy(), *(g.numpy() for g in nt.grad(y.square().sum(), [xt, wt]))])
+        wt = w.detach().requires_grad_(wanted != "the input's")
+        xt = x.detach().requires_grad_(wanted != "the weight's")
+        bt = b.detach().requires_grad_(wanted == "all") if bias else None
+        y = nt.nn.functional.linear(xt, wt, bt)
+        inputs = [t for t in (xt, wt, bt) if t is not None and t.requires_grad]
+        grads = nt.grad(y.square().sum(), inputs)
+        assert [g.names for g in grads] == [t.names for t in inputs]
+        results.append([y.detach().numpy(), *(g.numpy() for g in grads)])
     for one, pooled in zip(*results):
         np.testing.assert_allclose(pooled, one, rtol=1e-5, atol=1e-5)
 

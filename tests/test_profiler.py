@@ -317,8 +317,7 @@ def test_sync_waits_for_the_device_after_each_op_on_cuda(fake_cuda):
 
 
 def test_backward_nodes_are_rows_with_their_own_time():
-    lin, x, target = step()
-    x.requires_grad_()
+    lin, x, target = step()  # x needs no gradient: linear's backward runs the weight gradient's op
     start = __import__("time").perf_counter_ns()
     with nt.profile() as prof:
         run_step(lin, x, target)
@@ -340,6 +339,34 @@ def test_backward_nodes_are_rows_with_their_own_time():
     assert names.index("linear_weight_grad") < names.index("linear_backward")
     assert sum(e.duration_ns for e in prof.events) <= wall
     assert "gelu_backward" in str(prof)
+    assert linear.flops is None  # its products are the nested rows' FLOPs
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_linear_backward_on_raw_arrays_counts_its_two_products(threads):
+    lin, x, target = step()
+    x.requires_grad_()  # both gradients: on 2 threads two products side by side, no op of their own
+    before = nt.get_num_threads()
+    nt.set_num_threads(threads)
+    try:
+        with nt.profile() as prof:
+            run_step(lin, x, target)
+    finally:
+        nt.set_num_threads(before)
+    names = [e.name for e in prof.events]
+    linear = next(e for e in prof.events if e.name == "linear_backward")
+    if threads == 1:  # one after the other: each an op of its own, with its FLOPs
+        assert "linear_weight_grad" in names and names.count("linear") == 2 and linear.flops is None
+        return
+    assert "linear_weight_grad" not in names and names.count("linear") == 1
+    assert linear.flops == 2 * (2 * BATCH * CLS * FEAT)
+    assert [o.names for o in linear.outputs] == [("batch", "feat"), ("cls", "feat"), ("cls",)]
+    # the same gradients as the ops compute (create_graph takes them)
+    loss = nt.nn.functional.cross_entropy(lin(x).gelu(), target, dim="cls")
+    want = nt.grad(loss, (x, lin.weight, lin.bias), create_graph=True)
+    for got, expected in zip((x.grad, lin.weight.grad, lin.bias.grad), want):
+        assert got.names == expected.names
+        np.testing.assert_allclose(got.numpy(), expected.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_backward_node_rows_reach_the_profiles_a_profile_nests_in():

@@ -54,10 +54,6 @@ class Op:
     #: the op takes a ``rows`` param: what runs the backend's row hooks (``norm_rows``...) in the backend's
     #: place (None: the backend); nt.compile passes the Numba kernels of backends/numba_kernels.py
     row_kernels = False
-    #: an op that computes the same with row kernels (the same inputs, params and outputs), which
-    #: nt.compile runs in this op's place where it hands out Numba's (a fused op whose own kernels are
-    #: slower than the row kernels there)
-    row_kernels_op = None
 
     @staticmethod
     def forward(B, *arrays, **params):  # pragma: no cover - every op overrides

@@ -159,6 +159,17 @@ class Backend:
         cdf = (self.erf(x / _SQRT_2) + 1) * 0.5
         return x * cdf, cdf
 
+    def matmuls(self, pairs):
+        """``[a @ b for a, b in pairs]``, independent products of matrices (a linear layer's input and
+        weight gradients), which a backend may run side by side."""
+        return [self.matmul(a, b) for a, b in pairs]
+
+    def products_side_by_side(self) -> bool:
+        """Whether :meth:`matmuls` runs its products side by side now, faster than one after the other
+        (ops then take it on raw arrays; otherwise they run each product as an op, which traces and
+        profiles record)."""
+        return False
+
     def rowdot(self, a, b):
         """The sums of ``a * b`` (real floats, one shape) along the last axis, kept as size 1."""
         return self.sum(self.multiply(a, b), axis=-1, keepdims=True)
@@ -411,6 +422,8 @@ class Backend:
         (*batch, Lq, Dv) in q's dtype; ``lse`` (*batch, Lq) the log-sum-exp of each query's scaled,
         masked scores (float32 for float16 input).  A query with no key to attend gets ``out = 0`` and
         ``lse = -inf``.  A kernel on ``(N, L, D)`` arrays takes its calls through :meth:`_attention_3d`.
+        The op hands ``lse`` back to :meth:`attention_backward` of the same hooks untouched, so row
+        hooks (nt.compile's) may return in its place what their backward reads (numpy_attention.Kept).
 
         This default materialises the (*batch, Lq, Lk) scores (in float32 for float16 input): it is what
         a backend with :attr:`fused_attention` falls back to for inputs its kernel does not take.

@@ -8,8 +8,11 @@ NumPy backend takes a pass over a whole block per step; the exponentials are num
 ones.  The norms' sums accumulate in float64 and their statistics come back in the input's dtype; the
 softmax sums in the input's dtype, as NumPy does.  Rows are split among ``nt.get_num_threads()``
 threads when there are enough of them (the kernels release the GIL); the weight's and the bias's
-gradients are summed per thread, then over the threads.  Inputs the kernels do not take (other
-dtypes, other layouts, empty rows) go to the NumPy backend's hooks.
+gradients are summed per thread, then over the threads.  ``attention`` and its backward run the
+NumPy backend's blocks (numpy_attention.py) with each block's elementwise steps one call of a kernel
+here, on the pool's thread that has the block, and keep the blocks' exponentials for the backward.
+Inputs the kernels do not take (other dtypes, other layouts, empty rows) go to the NumPy backend's
+hooks.
 
 nt.compile hands this module to the nodes of the ops that take a ``rows`` param (``Op.row_kernels``:
 layer and RMS norm, attention); importing it imports Numba.  ``adam_`` is the update of
@@ -24,12 +27,14 @@ import math
 import numpy as np
 from numba import njit
 
+from . import numpy_attention
 from .numba_math import exp_of
 from .numpy_kernels import takes_rows
 from .thread_pool import get_num_threads, split, split_by_part
 from .update_math import adam_coefficients, adam_update
 
-__all__ = ["norm_rows", "norm_rows_backward", "add_norm_rows", "add_norm_rows_backward", "softmax_columns", "softmax_columns_backward", "adam_"]
+__all__ = ["norm_rows", "norm_rows_backward", "add_norm_rows", "add_norm_rows_backward", "softmax_columns",
+           "softmax_columns_backward", "attention", "attention_backward", "adam_"]
 
 #: elements of a block before it is split among threads: a hand-off costs about 30 microseconds, a row of
 #: a few hundred elements about a tenth of one (the benchmark block's norms, 2048 rows of 256, took 160 to
@@ -172,7 +177,7 @@ def _norm_rows_backward(x, n: int, mean, rstd, w, g, g_add, want_x: bool, want_w
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
-def _softmax_columns(first, last, e, inv, masked, causal):
+def _softmax_columns(first, last, e, inv, lse, masked, causal):
     n_key, n_query = e.shape[1], e.shape[2]
     top = np.empty(n_query, e.dtype)
     total = np.empty(n_query, e.dtype)  # the input's dtype: float64 sums would halve the lanes (NumPy sums so too)
@@ -202,6 +207,9 @@ def _softmax_columns(first, last, e, inv, masked, causal):
                 total[q] += weight
         for q in range(n_query):
             inv[i, q] = 1.0 / (1.0 if masked and total[q] == 0.0 else total[q])
+        if lse is not None:  # attention's blocks: log(0) = -inf for a query with no key
+            for q in range(n_query):
+                lse[i, q] = top[q] + math.log(total[q])
 
 
 def softmax_columns(e, masked: bool, causal: bool = False):
@@ -211,7 +219,7 @@ def softmax_columns(e, masked: bool, causal: bool = False):
     n_key, n_query = e.shape[-2], e.shape[-1]
     e3 = e.reshape(math.prod(e.shape[:-2]), n_key, n_query)
     inv = np.empty((e3.shape[0], n_query), e.dtype)
-    split(_parts(e3.shape[0], n_key * n_query), e3.shape[0], _softmax_columns, e3, inv, masked, causal)
+    split(_parts(e3.shape[0], n_key * n_query), e3.shape[0], _softmax_columns, e3, inv, None, masked, causal)
     return e, inv.reshape(e.shape[:-2] + (1, n_query))
 
 
@@ -236,6 +244,78 @@ def softmax_columns_backward(d, e, c):
     c2 = c.reshape(d3.shape[0], n_query)
     split(_parts(d3.shape[0], n_key * n_query), d3.shape[0], _softmax_columns_backward, d3, e3, c2)
     return d
+
+
+# ----------------------------------------------------------------------------- attention's blocks
+
+
+def _softmax_block(s):
+    """numpy_attention.softmax_block in one kernel call (this thread: the blocks are the pool's work)."""
+    n_key, n_query = s.shape[-2], s.shape[-1]
+    e3 = s.reshape(-1, n_key, n_query)
+    inv = np.empty((e3.shape[0], n_query), s.dtype)
+    lse = np.empty_like(inv)
+    _softmax_columns(0, e3.shape[0], e3, inv, lse, True, False)
+    return lse.reshape(s.shape[:-2] + (n_query,)), inv.reshape(s.shape[:-2] + (1, n_query))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _grad_block(e, lse, inv, ds, delta):
+    for i in range(e.shape[0]):
+        for k in range(e.shape[1]):
+            erow, drow, c = e[i, k], ds[i, k], delta[i]
+            if lse is not None:  # e holds the scores, which become the probabilities
+                top = lse[i]
+                for q in range(e.shape[2]):
+                    w = exp_of(erow[q] - top[q])
+                    erow[q] = w
+                    drow[q] = (drow[q] - c[q]) * w
+            if inv is not None:  # e holds the kept exponentials, read only
+                r = inv[i]
+                for q in range(e.shape[2]):
+                    drow[q] = (drow[q] - c[q]) * erow[q] * r[q]
+
+
+def _grad_rows(e, lse, inv, ds, delta) -> None:
+    n_key, n_query = e.shape[-2], e.shape[-1]
+    n = ds.size // (n_key * n_query)
+
+    def rows(a):
+        return None if a is None else np.ascontiguousarray(a).reshape(n, n_query)
+
+    _grad_block(e.reshape(n, n_key, n_query), rows(lse), rows(inv), ds.reshape(n, n_key, n_query), rows(delta))
+
+
+def _grad_recomputed(p, lse, ds, delta) -> None:
+    """numpy_attention.grad_block in one pass (``p`` and ``ds`` fresh contiguous blocks)."""
+    _grad_rows(p, lse, None, ds, delta)
+
+
+def _grad_kept(e, inv, ds, delta) -> None:
+    """numpy_attention.grad_kept_block in one pass."""
+    _grad_rows(np.ascontiguousarray(e), None, inv, ds, delta)
+
+
+_STEPS = numpy_attention.Steps(_softmax_block, _grad_recomputed, _grad_kept)
+
+
+def attention(q, k, v, *, scale: float, causal: bool, key_keep):
+    """``Backend.attention`` block by block as the NumPy backend runs it (numpy_attention.py), each
+    block's softmax one kernel call here, its exponentials kept for the backward (docs/design.md,
+    "nt.compile": faster than recomputing them, or than the materialised scores)."""
+    if not numpy_attention.takes(q, k, v):
+        return _backend().attention(q, k, v, scale=scale, causal=causal, key_keep=key_keep)
+    return numpy_attention.attention(q, k, v, scale=scale, causal=causal, key_keep=key_keep, steps=_STEPS,
+                                     keep_exps=True)
+
+
+def attention_backward(q, k, v, out, lse, g, *, scale: float, causal: bool, key_keep):
+    """``Backend.attention_backward`` block by block, each block's gradient step one pass here."""
+    if not numpy_attention.takes(q, k, v, out, g):
+        lse = lse.lse if isinstance(lse, numpy_attention.Kept) else lse
+        return _backend().attention_backward(q, k, v, out, lse, g, scale=scale, causal=causal, key_keep=key_keep)
+    return numpy_attention.attention_backward(q, k, v, out, lse, g, scale=scale, causal=causal, key_keep=key_keep,
+                                              steps=_STEPS)
 
 
 # ----------------------------------------------------------------------------- Adam(fused=True)

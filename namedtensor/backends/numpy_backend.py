@@ -10,6 +10,7 @@ import numpy as np
 
 from . import numpy_attention, numpy_kernels
 from .base import Backend
+from .thread_pool import get_num_threads
 from .. import _dtypes
 
 
@@ -164,6 +165,12 @@ class NumpyBackend(Backend):
             return numpy_attention.attention_backward(q, k, v, out, lse, g, scale=scale, causal=causal,
                                                       key_keep=key_keep)
         return super().attention_backward(q, k, v, out, lse, g, scale=scale, causal=causal, key_keep=key_keep)
+
+    def matmuls(self, pairs):
+        return numpy_kernels.matmuls(pairs)
+
+    def products_side_by_side(self) -> bool:
+        return numpy_kernels.pool_does_products() and get_num_threads() > 1
 
     def rowdot(self, a, b):
         # one pass, no product array: about three times faster than multiply then sum

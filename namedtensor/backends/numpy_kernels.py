@@ -206,6 +206,37 @@ def matmul(a, b, out=None):
     return out
 
 
+def matmuls(pairs: list) -> list:
+    """``[a @ b for a, b in pairs]`` for independent products of matrices, side by side where the pool
+    does the products: the products (a linear layer's two gradients) are cut into as many pieces as the
+    pool has threads, each product into a share of them by its rows or its columns (whichever are more),
+    and every thread makes its pieces whole, one BLAS call each.  Against one product after the other,
+    each cut among all the threads, no thread packs the other's operands, and a product whose contracted
+    dim is the longest (a weight's gradient) needs no partial products added up: measured for the
+    benchmark block's layers on 2 threads, 1.29 against 1.39 ms for a 2048 x 256 x 256 pair."""
+    threads = get_num_threads()
+    if (not _products or threads < 2 or len(pairs) < 2
+            or any(a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype.char not in "fd" for a, b in pairs)
+            or len({a.dtype for a, _ in pairs}) > 1 or sum(a.size * b.shape[1] for a, b in pairs) < _SPLIT_FROM):
+        return [matmul(a, b) for a, b in pairs]
+    outs = [np.empty((a.shape[0], b.shape[1]), a.dtype) for a, b in pairs]
+    pieces = []
+    for i, ((a, b), out) in enumerate(zip(pairs, outs)):
+        share = max(1, threads * (i + 1) // len(pairs) - threads * i // len(pairs))
+        m, n = out.shape
+        cuts = [m * p // share for p in range(share + 1)] if m >= n else [n * p // share for p in range(share + 1)]
+        for lo, hi in zip(cuts, cuts[1:]):
+            if hi > lo:
+                pieces.append((a[lo:hi], b, out[lo:hi]) if m >= n else (a, b[:, lo:hi], out[:, lo:hi]))
+
+    def run(first: int, last: int) -> None:
+        for a, b, out in pieces[first:last]:
+            np.matmul(a, b, out=out)
+
+    split(min(threads, len(pieces)), len(pieces), run)
+    return outs
+
+
 def takes_rows(x, *others) -> bool:
     """Whether the row kernels take ``x`` (float32/64, C-contiguous, nonempty) with ``others`` (of its
     dtype, or None): this module's and backends/numba_kernels.py's."""

@@ -328,14 +328,12 @@ def _fused_node(run: List[Node], end: int, readers: Dict[int, int], returned: se
 
 def use_row_kernels(graph: Graph, rows: Any, dtypes=("float32", "float64")) -> int:
     """Hand ``rows`` (an object with the backend's row hooks) to the nodes of ops that take it, on inputs
-    of ``dtypes``, an op with a ``row_kernels_op`` replaced by that op; returns how many."""
+    of ``dtypes``; returns how many."""
     count = 0
     for n in graph.nodes:
         x = n.args[0] if n.args else None
         if not (isinstance(x, Value) and x.dtype in dtypes):
             continue
-        if n.op.row_kernels_op is not None:
-            n.op = n.op.row_kernels_op
         if n.op.row_kernels:
             n.params = dict(n.params, rows=rows)
             count += 1

@@ -27,8 +27,8 @@ On a backend with fused attention (``B.fused_attention``: CuPy's CUDA kernels, t
 blocks, backends/numpy_attention.py), calls without dropout, weights or float masks, whose bool mask
 only pads keys (it does not vary along the queries), run ``B.attention`` instead
 (:class:`_FusedAttention`) on the operands' working layouts broadcast to one batch; it keeps only the
-output and the log-sum-exp of the scores for the backward.  nt.compile's CPU graphs with Numba run
-the path above in its place (``row_kernels_op``), which is faster there.
+output and the log-sum-exp of the scores for the backward.  nt.compile's CPU graphs with Numba hand
+it their kernels (the ``rows`` param), which run the same blocks and keep the exponentials.
 """
 
 from __future__ import annotations
@@ -413,14 +413,13 @@ class _FusedAttention(Op):
     saves = (0, 1, 2, 3)
     saves_output = True
     stashes = True
-    # in nt.compile's CPU graphs the materialised scores with Numba's softmax are faster than the NumPy
-    # blocks (the benchmark block's compiled step: 55 against 59 ms on 1 thread, 33 against 36 on 2)
-    row_kernels_op = _Attention
+    row_kernels = True  # B.attention and its backward: nt.compile's Numba kernels inside the blocks
 
     @staticmethod
     def forward(B, q, k, v, mask, **prm):
         qw, kw, vw, keep = _fused_inputs(B, q, k, v, mask, prm)
-        out, lse = B.attention(qw, kw, vw, scale=prm["scale"], causal=prm["is_causal"], key_keep=keep)
+        out, lse = row_hooks(B, prm.get("rows")).attention(qw, kw, vw, scale=prm["scale"], causal=prm["is_causal"],
+                                                           key_keep=keep)
         return B.permute_dims(out, inverse_permutation(prm["q_src"])), (out, lse)
 
     @staticmethod
@@ -432,8 +431,8 @@ class _FusedAttention(Op):
         qw, kw, vw, keep = _fused_inputs(B, q._data, k._data, v._data, None if mask is None else mask._data, prm)
         out, lse = node.stash
         gw = B.permute_dims(g._data, prm["q_src"])
-        grads = B.attention_backward(qw, kw, vw, out, lse, gw, scale=prm["scale"], causal=prm["is_causal"],
-                                     key_keep=keep)
+        grads = row_hooks(B, prm.get("rows")).attention_backward(qw, kw, vw, out, lse, gw, scale=prm["scale"],
+                                                                 causal=prm["is_causal"], key_keep=keep)
         result = []
         for i, (grad, key) in enumerate(zip(grads, ("q_src", "k_src", "v_src"))):
             if node.edges[i] is None:

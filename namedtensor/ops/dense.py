@@ -13,7 +13,10 @@ Name rules (:mod:`namedtensor._names`):
 ``linear`` runs one BLAS matrix product whatever x's rank: x is viewed as a matrix (its dim last) or
 as a stack of matrices (its dim inside), never copied.  Its gradients are again the two ops here
 (``_Linear`` with the weight transposed for x, ``_WeightGrad`` for the weight), which are each
-other's gradients, so gradients of any order run on the same kernels.  ``embedding``'s gradient is a
+other's gradients, so gradients of any order run on the same kernels.  When no graph is recorded,
+both are wanted (x contracted along its last axis) and the backend runs products side by side (the
+NumPy backend's pool on two threads or more), the two products, independent and of equal work, run
+so on raw arrays instead (``B.matmuls``: each gets its share of the threads).  ``embedding``'s gradient is a
 scatter-add whose own gradient is ``embedding``; ``dropout``'s is the same mask again.
 """
 
@@ -23,7 +26,7 @@ import math
 from typing import Hashable, Optional
 
 from .. import _dtypes, _names
-from ..autograd.graph import Op, apply
+from ..autograd.graph import Op, apply, is_grad_enabled
 from ..tensor import Tensor
 from ._common import flag, has_values, tensor_arg, with_names, with_param
 from ._fused import into, require_floating, same_dtype
@@ -62,6 +65,9 @@ class _Linear(Op):
     def backward(node, g):
         x, w = node.saved_tensors()
         ax, t = node.params["ax"], node.params["t"]
+        if (not (is_grad_enabled() or t) and ax == g.ndim - 1 and node.edges[0] is not None
+                and node.edges[1] is not None and node.B.products_side_by_side()):
+            return _grads_side_by_side(node, g, x, w)
         gx = gw = None
         if node.edges[0] is not None:
             gx = apply(_Linear, (g, w), node.in_names[0], ax=ax, t=not t)
@@ -74,6 +80,21 @@ class _Linear(Op):
             others = tuple(i for i in range(g.ndim) if i != ax)
             gb = with_names(g.sum(others) if others else g, node.in_names[2])
         return gx, gw, gb
+
+
+def _grads_side_by_side(node, g: Tensor, x: Tensor, w: Tensor) -> tuple:
+    """The input's, the weight's and the bias's gradients of ``y = x W^T + b`` along x's last axis on raw
+    arrays, when no graph is recorded: the two products are independent and of equal work, and
+    ``B.matmuls`` runs them side by side (the NumPy backend's pool gives each its share of threads)."""
+    B = node.B
+    n_out, n_in = w._data.shape
+    g2 = B.reshape(g._data, (-1, n_out))
+    gx, gw = B.matmuls([(g2, w._data), (B.permute_dims(g2, (1, 0)), B.reshape(x._data, (-1, n_in)))])
+    grads = (Tensor._make(B.reshape(gx, tuple(x._data.shape)), node.in_names[0], B), Tensor._make(gw, node.in_names[1], B))
+    if len(node.edges) == 2:
+        return grads
+    gb = None if node.edges[2] is None else Tensor._make(B.sum(g2, axis=0), node.in_names[2], B)
+    return (*grads, gb)
 
 
 class _WeightGrad(Op):
