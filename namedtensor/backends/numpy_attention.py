@@ -194,7 +194,9 @@ def attention_backward(q, k, v, out, lse, g, *, scale: float, causal: bool, key_
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
     scale = q.dtype.type(scale)
     kept = lse if isinstance(lse, Kept) else None
-    if kept is None:
+    if kept is not None:  # blocks of whole sequences, as the forward's were, whatever the budget
+        budget = max(budget, n_query * n_key)
+    else:
         # a query with no key to attend (lse -inf) has no probabilities: exp(s - inf) = 0
         lse = np.where(np.isfinite(lse), lse, np.inf).astype(q.dtype, copy=False)
 
