@@ -1038,6 +1038,31 @@ def test_a_broadcast_operands_gradient_is_summed_inside_the_backward_kernel(spli
         assert_close(a, e, rtol=1e-5, atol=1e-5)
 
 
+def test_operands_with_one_gradient_formula_get_one_array_from_the_backward_kernel():
+    pytest.importorskip("numba")
+    # a residual add before a loss: both operands' gradient is 2 (h + o - y) / n, as the eager add hands
+    # both the same gradient; here the kernel writes it once
+    h, o = (rnd(4, 6, names=("b", "e"), seed=s, dtype="float64").requires_grad_() for s in (0, 1))
+    y = rnd(4, 6, names=("b", "e"), seed=2, dtype="float64")
+    bias = rnd(6, names=("e",), seed=3, dtype="float64").requires_grad_()
+    fn = lambda h, o, bias: ((h + o + bias - y) ** 2).mean()
+    cf, _ = compiled_quietly(fn, h, o, bias)
+    node = cf(h, o, bias)._node
+    kernel = node.op.backward_kernels["numpy"]
+    grads = kernel(node.B, [t._data for t in node.saved_tensors()], [nt.ones(()).double().array])
+    assert grads[0] is grads[1] and grads[2] is not grads[0] and grads[2].shape == (6,)
+    for a, e in zip(nt.grad(cf(h, o, bias), [h, o, bias]), nt.grad(fn(h, o, bias), [h, o, bias])):
+        assert a.names == e.names
+        assert_close(a, e, rtol=1e-14, atol=1e-15)
+    # leaves that get the one array keep gradients of their own
+    cf(h, o, bias).backward()
+    assert not np.shares_memory(h.grad.array, o.grad.array)
+    before = o.grad.numpy().copy()
+    h.grad.add_(1.0)
+    np.testing.assert_array_equal(o.grad.numpy(), before)
+    assert gradcheck(cf, h, o, bias)
+
+
 def test_a_linear_layers_bias_joins_the_fused_chain_that_reads_it():
     pytest.importorskip("numba")
     x = rnd(3, 4, 5, names=("b", "s", "embed"), dtype="float64").requires_grad_()

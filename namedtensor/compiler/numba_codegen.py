@@ -502,6 +502,13 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
         ins += seed[0]
         ones += seed[1]
         lines = [seed[2], *lines]
+    # inputs whose gradients are one formula (an add's two operands, as the residual stream and the
+    # block's output before a loss) get one array, written once, as the add's eager backward hands
+    # both the same gradient (the engine copies a buffer it has already handed out before keeping it)
+    formula = {var: (dtype, expr) for var, dtype, expr in lines}
+    first: Dict[tuple, int] = {}
+    same = {k: first.setdefault((formula[grads[k]], tuple(ones[k]), tuple(inputs[k].shape)), k) for k in wanted}
+    wanted = [k for k in wanted if same[k] == k]
     # a broadcast input's gradient is summed in the kernel, never stored at the output's shape
     summed = [k for k in wanted if any(o and n > 1 for o, n in zip(ones[k], full))]
     whole = [k for k in wanted if k not in summed]
@@ -511,8 +518,8 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
         run = _runner(module, shape, [in_dtypes[k] for k in whole], 2 * formulas.work(chain))
 
         def kernel(B, arrays, out_grads):
-            computed = iter(run(B, [*arrays, *out_grads]))
-            return [next(computed) if g is not None else None for g in grads]
+            made = dict(zip(whole, run(B, [*arrays, *out_grads])))
+            return [made[same[k]] if k in same else None for k in range(len(grads))]
 
         return kernel
     run = _summing_runner(module, full, [in_dtypes[k] for k in whole],
@@ -523,7 +530,7 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
         outs, sums = run(B, [*arrays, *out_grads])
         made = dict(zip(whole, [o if full == shape else B.reshape(o, shape) for o in outs]))
         made.update(zip(summed, sums))
-        return [made.get(k) for k in range(len(grads))]
+        return [made[same[k]] if k in same else None for k in range(len(grads))]
 
     return kernel
 
