@@ -795,9 +795,14 @@ def test_cuda_source_of_a_chain_forward_and_backward():
     assert ins == "float32 x0, float32 x1" and outs == "float32 o0"  # NumPy's names, as CuPy reads them
     assert "float t2 = ((float)(((0.5 * t1) * (1.0 + erf((t1 * 0.7071067811865475))))));" in body
     assert body.splitlines()[-1] == "o0 = t5;"
-    ins, outs, body, wanted = cuda_codegen.backward_source(chain, in_dtypes)
-    assert ins == "float32 x0, float32 x1, float32 go0" and outs == "float32 gi0, float32 gi1" and wanted == [0, 1]
+    ins, outs, body, same = cuda_codegen.backward_source(chain, in_dtypes)
+    assert ins == "float32 x0, float32 x1, float32 go0" and outs == "float32 gi0, float32 gi1" and same == {0: 0, 1: 1}
     assert "float g5 = ((float)(go0));" in body and body.splitlines()[-2:] == ["gi0 = gx0;", "gi1 = gx1;"]
+    # an add's operands have one gradient: one output, which both get
+    h, o = rnd(6, 7, names=("b", "d")), rnd(6, 7, names=("b", "d"), seed=1)
+    ((chain, in_dtypes),) = cuda_chains(lambda h, o: (h + o).exp() * 2, h, o)
+    ins, outs, body, same = cuda_codegen.backward_source(chain, in_dtypes)
+    assert outs == "float32 gi0" and same == {0: 0, 1: 0} and body.splitlines()[-1] == "gi0 = gx0;"
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

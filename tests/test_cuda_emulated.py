@@ -91,3 +91,24 @@ def test_a_chain_ending_in_a_softmax_is_one_generated_kernel_each_way(cp, how, d
         summed = summed.sum(axis=tuple(d for d in range(summed.ndim) if expected.shape[d] == 1 < summed.shape[d]),
                             keepdims=True)
         np.testing.assert_allclose(summed, expected.numpy(), **tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_operands_with_one_gradient_formula_share_one_output_of_the_generated_backward(cp, dtype):
+    from test_compile import cuda_fused_nodes
+
+    rng = np.random.default_rng(0)
+    h, o = rng.standard_normal((2, 3, 4)).astype(dtype), rng.standard_normal((3, 4)).astype(dtype)
+    fn = lambda h, o: (h + o).exp() * 2.0  # o broadcast along h's first dim
+    args = [nt.tensor(h, names=("b", "s", "d")), nt.tensor(o, names=("s", "d"))]
+    (node,) = cuda_fused_nodes(fn, *args)
+    tensors = [a.requires_grad_() for a in args]
+    want = fn(*tensors)
+    g = rng.standard_normal(want.shape).astype(dtype)
+    grads_want = nt.grad(want, tensors, grad_outputs=nt.tensor(g, names=want.names))
+    backward = cuda_codegen.backward_kernel(node.op.chain, node.args, node.outputs)
+    gh, go = backward(_EmulatedCupyBackend(cp), [cp.asarray(h), cp.asarray(o)], [cp.asarray(g)])
+    assert gh is go  # written once, at the chain's shape: the fused op sums o's share to its shape
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-12, "atol": 1e-12}
+    np.testing.assert_allclose(np.asarray(gh), grads_want[0].numpy(), **tol)
+    np.testing.assert_allclose(np.asarray(go).sum(axis=0), grads_want[1].numpy(), **tol)

@@ -83,13 +83,19 @@ def forward_source(chain: Chain, in_dtypes: Sequence[str]) -> Tuple[str, str, st
 
 def backward_source(chain: Chain, in_dtypes: Sequence[str],
                     seed: Optional[Tuple[List[Tuple[str, str]], formulas.Statement]] = None
-                    ) -> Optional[Tuple[str, str, str, List[int]]]:
-    """``(in_params, out_params, body, inputs with a gradient)`` of the ElementwiseKernel computing the
-    chain's backward: inputs ``x{k}`` and the outputs' gradients ``go{k}``; None if no input has one.
-    ``seed``: the output's gradient ``go0`` computed per element by a statement from params of its own
-    (each ``(dtype, name)``), which the kernel takes in the output gradients' place."""
+                    ) -> Optional[Tuple[str, str, str, Dict[int, int]]]:
+    """``(in_params, out_params, body, same)`` of the ElementwiseKernel computing the chain's backward:
+    inputs ``x{k}`` and the outputs' gradients ``go{k}``; None if no input has a gradient.  ``same``
+    maps each input with a gradient to the input whose output ``gi{k}`` holds it: inputs whose
+    gradients are one formula (an add's two operands) share one output, written once, as the add's
+    eager backward hands both the same gradient.  ``seed``: the output's gradient ``go0`` computed per
+    element by a statement from params of its own (each ``(dtype, name)``), which the kernel takes in
+    the output gradients' place."""
     lines, grads = formulas.backward(chain, in_dtypes)
-    wanted = [k for k, g in enumerate(grads) if g is not None]
+    formula = {var: (dtype, expr) for var, dtype, expr in lines}
+    first: Dict[tuple, int] = {}
+    same = {k: first.setdefault(formula[g], k) for k, g in enumerate(grads) if g is not None}
+    wanted = [k for k in same if same[k] == k]
     if not wanted:
         return None
     dtypes = formulas.chain_dtypes(chain)
@@ -100,7 +106,7 @@ def backward_source(chain: Chain, in_dtypes: Sequence[str],
         ins += [f"{d} {name}" for d, name in seed[0]]
         lines = [seed[1], *lines]
     outs = ", ".join(f"{in_dtypes[k]} gi{k}" for k in wanted)
-    return ", ".join(ins), outs, _body(lines, [(f"gi{k}", grads[k]) for k in wanted]), wanted
+    return ", ".join(ins), outs, _body(lines, [(f"gi{k}", grads[k]) for k in wanted]), same
 
 
 def reduction_source(chain: Chain, in_dtypes: Sequence[str], out_dtype: str, count: int
@@ -271,13 +277,12 @@ def softmax_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
                              seed=([(out, "y"), (out, "g"), (out, "d")], formulas.softmax_seed(kind, out)))
     if source is None:
         return None
-    *params, wanted = source
+    *params, same = source
     run = _elementwise(*params)
 
     def kernel(B, arrays, out_grads):
         y, g = arrays[-1], out_grads[0]
-        computed = dict(zip(wanted, run(B, [*arrays[:-1], y, g, formulas.softmax_row_term(B, kind, g, y)])))
-        return [computed.get(k) for k in range(len(arrays) - 1)]
+        return _shared(same, run(B, [*arrays[:-1], y, g, formulas.softmax_row_term(B, kind, g, y)]), len(arrays) - 1)
 
     return kernel
 
@@ -326,11 +331,16 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
     source = backward_source(chain, [v.dtype for v in inputs])
     if source is None:
         return None
-    *params, wanted = source
+    *params, same = source
     run = _elementwise(*params)
 
     def kernel(B, arrays, out_grads):
-        computed = dict(zip(wanted, run(B, [*arrays, *out_grads])))
-        return [computed.get(k) for k in range(len(arrays))]
+        return _shared(same, run(B, [*arrays, *out_grads]), len(arrays))
 
     return kernel
+
+
+def _shared(same: Dict[int, int], outputs, n_inputs: int) -> list:
+    """One gradient per input from a backward kernel's outputs (:func:`backward_source`'s ``same``)."""
+    computed = dict(zip([k for k in same if same[k] == k], outputs))
+    return [computed[same[k]] if k in same else None for k in range(n_inputs)]
