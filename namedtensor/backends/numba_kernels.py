@@ -250,7 +250,8 @@ def softmax_columns_backward(d, e, c):
 
 
 def _softmax_block(s):
-    """numpy_attention.softmax_block in one kernel call (this thread: the blocks are the pool's work)."""
+    """numpy_attention.softmax_block in one kernel call (this thread: the blocks are the pool's work); a
+    query with no key gets an inverse sum of 1 here, 0 there, its exponentials being 0 either way."""
     n_key, n_query = s.shape[-2], s.shape[-1]
     e3 = s.reshape(-1, n_key, n_query)
     inv = np.empty((e3.shape[0], n_query), s.dtype)
