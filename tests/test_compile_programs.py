@@ -110,8 +110,7 @@ def run(program, *xs):
             values.append(BINARY[step[1]](values[step[2]], values[step[3]]))
     last = values[-1]
     if program["end"] is not None:
-        dims = [n for n, s in zip(last.names, last.shape)]
-        last = ENDS[program["end"]](last, dims[program["end_dim"] % len(dims)])
+        last = ENDS[program["end"]](last, last.names[program["end_dim"] % last.ndim])
     return tuple(values[i] for i in program["returned"]) + (last,)
 
 

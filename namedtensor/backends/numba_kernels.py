@@ -316,8 +316,7 @@ def attention(q, k, v, *, scale: float, causal: bool, key_keep):
 
 def attention_backward(q, k, v, out, lse, g, *, scale: float, causal: bool, key_keep):
     """``Backend.attention_backward`` block by block, each block's gradient step one pass here."""
-    if not numpy_attention.takes(q, k, v, out, g):
-        lse = lse.lse if isinstance(lse, numpy_attention.Kept) else lse
+    if not numpy_attention.takes(q, k, v, out, g):  # then the forward took them neither: lse is the lse
         return _backend().attention_backward(q, k, v, out, lse, g, scale=scale, causal=causal, key_keep=key_keep)
     return numpy_attention.attention_backward(q, k, v, out, lse, g, scale=scale, causal=causal, key_keep=key_keep,
                                               steps=_STEPS, budget=_BLOCK_SCORES)

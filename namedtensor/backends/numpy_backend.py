@@ -10,7 +10,6 @@ import numpy as np
 
 from . import numpy_attention, numpy_kernels
 from .base import Backend
-from .thread_pool import get_num_threads
 from .. import _dtypes
 
 
@@ -170,7 +169,7 @@ class NumpyBackend(Backend):
         return numpy_kernels.matmuls(pairs)
 
     def products_side_by_side(self) -> bool:
-        return numpy_kernels.pool_does_products() and get_num_threads() > 1
+        return numpy_kernels.pool_does_products()
 
     def rowdot(self, a, b):
         # one pass, no product array: about three times faster than multiply then sum

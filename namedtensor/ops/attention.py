@@ -405,7 +405,8 @@ def _fused_inputs(B, q, k, v, mask, prm):
 
 class _FusedAttention(Op):
     """Attention by the backend's fused kernel (``B.attention``) on the operands' working layouts,
-    broadcast to one batch; stashes its output (working layout) and the log-sum-exp of the scores.  The
+    broadcast to one batch; stashes its output (working layout) and the log-sum-exp of the scores (with
+    nt.compile's Numba hooks, what their backward reads: numpy_attention.Kept).  The
     backward is the kernel's (``B.attention_backward``) when no graph is recorded, else tensor ops
     (differentiable again)."""
 
