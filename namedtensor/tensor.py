@@ -263,6 +263,9 @@ class Tensor(TensorMethods):
     @property
     def grad(self) -> Optional["Tensor"]:
         """The accumulated gradient; it has exactly this tensor's names."""
+        if mode.state.current[1] is not None:
+            mode.outside_ops(".grad", "reads a gradient, which every backward pass replaces with a new tensor (a "
+                                      "graph would go on reading this one); pass gradients as arguments")
         try:
             return self._grad
         except AttributeError:
@@ -270,6 +273,8 @@ class Tensor(TensorMethods):
 
     @grad.setter
     def grad(self, value: Optional["Tensor"]) -> None:
+        if mode.state.current[1] is not None:
+            mode.outside_ops(".grad", "sets a gradient, which a graph would not set again at the next call")
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(f"grad must be a Tensor or None, got {type(value).__name__}.")

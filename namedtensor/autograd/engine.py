@@ -42,7 +42,7 @@ from ..ops.inplace import zero_
 from ..ops.naming import rename
 from ..tensor import Tensor
 from .graph import current, freed_error
-from .mode import _GradMode, current_tracer
+from .mode import _GradMode, current_tracer, outside_ops
 
 
 _getrefcount = getattr(sys, "getrefcount", None)
@@ -457,6 +457,8 @@ def zero_grads(tensors, set_to_none: bool = True) -> None:
     """Reset the ``.grad`` of each tensor, for ``Module.zero_grad`` and ``Optimizer.zero_grad``: to None
     (no memory kept; the next backward assigns), or to zeros, in place as in PyTorch (a leaf's
     gradient owns its buffer); a gradient with a graph (``create_graph``) is replaced by plain zeros."""
+    outside_ops("zero_grad", "resets gradients, which a graph would not reset again at the next call; call it "
+                             "outside the compiled function")
     for t in tensors:
         g = t.grad
         if g is None:

@@ -24,7 +24,8 @@ class _ThreadState(threading.local):
     #: called when a backward pass starts, ``edit_hook(t, op)``, before an in-place op writes into ``t``
     #: (refusing it, or letting the op make its result a value that ``t`` stands for from then on:
     #: ``edited(t, result)``, ops/inplace.py), ``inplace_hook(t, op)``, before a sampler draws into ``t``
-    #: (refusing it), ``traces_compositions``,
+    #: (refusing it), ``state_hook(what, why)``, before a step that reads or changes state no op carries
+    #: (``.grad``, an optimizer's or a scheduler's step: :func:`outside_ops`), ``traces_compositions``,
     #: which makes ops that are one fused step record their parts (ops/_common.traced_as_composition),
     #: ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``, and
     #: ``run_backward_node(node, grads)``, which runs a graph node's backward for the engine (and times
@@ -56,6 +57,16 @@ def op_span() -> Tuple[int, int]:
     just before its forward to just before the tracer call (the forward, wrapping the result and, when
     one is recorded, the graph node; not the tracers' own work)."""
     return state.span
+
+
+def outside_ops(what: str, why: str) -> None:
+    """Tell this thread's tracer, before it happens, that step ``what`` reads or changes state that no op
+    carries (``why``): nt.compile's tracer refuses it, since a replayed graph runs only ops."""
+    tracer = state.current[1]
+    if tracer is not None:
+        hook = getattr(tracer, "state_hook", None)
+        if hook is not None:
+            hook(what, why)
 
 
 def swap_tracer(tracer: Optional[Callable]) -> Optional[Callable]:

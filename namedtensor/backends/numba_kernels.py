@@ -5,8 +5,9 @@ residual add and the norm of its result) and ``softmax_columns`` with its
 backward (attention's softmax over the keys) compute what the backend's hooks of those names do
 (base.py describes them), taking each row through all its steps while it is in the cache where the
 NumPy backend takes a pass over a whole block per step; the exponentials are numba_math's vectorized
-ones.  The norms' sums accumulate in float64 and their statistics come back in the input's dtype; the
-softmax sums in the input's dtype, as NumPy does.  Rows are split among ``nt.get_num_threads()``
+ones, with products and sums contracted into fused multiply-adds (one rounding for two: values may
+differ from the hooks' by an ulp).  The norms' sums accumulate in float64 and their statistics come
+back in the input's dtype; the softmax sums in the input's dtype, as NumPy does.  Rows are split among ``nt.get_num_threads()``
 threads when there are enough of them (the kernels release the GIL); the weight's and the bias's
 gradients are summed per thread, then over the threads.  ``attention`` and its backward run the
 NumPy backend's blocks (numpy_attention.py) with each block's elementwise steps one call of a kernel
@@ -42,7 +43,7 @@ __all__ = ["norm_rows", "norm_rows_backward", "add_norm_rows", "add_norm_rows_ba
 _PARALLEL_FROM = 1 << 18
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract", "reassoc"})
 def _forward(first, last, x, res, h, w, b, y, mean, rstd, eps):
     n = x.shape[1]
     for i in range(first, last):
@@ -76,7 +77,7 @@ def _forward(first, last, x, res, h, w, b, y, mean, rstd, eps):
                 out[j] = (row[j] - m) * r * w[j] + b[j]
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract", "reassoc"})
 def _backward(first, last, x, g, mean, rstd, w, gx, gw, gb, g_add):
     n = x.shape[1]
     for i in range(first, last):
@@ -176,7 +177,7 @@ def _norm_rows_backward(x, n: int, mean, rstd, w, g, g_add, want_x: bool, want_w
             None if gb is None else gb.sum(axis=0).astype(x.dtype))
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract", "reassoc"})
 def _softmax_columns(first, last, e, inv, lse, masked, causal):
     n_key, n_query = e.shape[1], e.shape[2]
     top = np.empty(n_query, e.dtype)
@@ -223,7 +224,7 @@ def softmax_columns(e, masked: bool, causal: bool = False):
     return e, inv.reshape(e.shape[:-2] + (1, n_query))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
 def _softmax_columns_backward(first, last, d, e, c):
     for i in range(first, last):
         ds, es, cs = d[i], e[i], c[i]
@@ -260,7 +261,7 @@ def _softmax_block(s):
     return lse.reshape(s.shape[:-2] + (n_query,)), inv.reshape(s.shape[:-2] + (1, n_query))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
 def _grad_block(e, lse, inv, ds, delta):
     for i in range(e.shape[0]):
         for k in range(e.shape[1]):
@@ -329,6 +330,7 @@ def attention_backward(q, k, v, out, lse, g, *, scale: float, causal: bool, key_
 _ADAM_PARALLEL_FROM = 1 << 17
 
 
+# no contracted multiply-adds here: the fused update is the grouped one bit for bit
 @njit(cache=True, nogil=True, error_model="numpy")
 def _adam(first, last, x, g, m, v, v_max, negate, decay, l2, beta1, keep1, beta2, keep2, eps, step_size):
     # update_math.adam_chunk's operations in its order, each rounded to the parameter's dtype as NumPy's

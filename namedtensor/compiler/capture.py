@@ -8,7 +8,8 @@ else); see ir.py.
 
 What a graph cannot replay makes the trace stop with :class:`Untraceable`, naming the op or the step:
 a value the code reads (``bool(t)``, ``t.item()``, a boolean mask: :class:`DataDependentError`), a
-``backward()`` inside the function, an in-place write that someone else would see (into an argument,
+``backward()`` inside the function, a step on state that no op carries (reading or setting ``.grad``,
+``zero_grad``, an optimizer's or a scheduler's step: ``state_hook``), an in-place write that someone else would see (into an argument,
 an external, a view; ``edit_hook``), random numbers drawn outside an op, or params computed from traced
 values outside the op.  ``nt.compile`` then runs the function eagerly, with a warning.  Other in-place
 writes become the ops they are: the tensor written stands for the op's new value from then on
@@ -146,6 +147,11 @@ class _Recorder:
     def backward_hook(self) -> None:
         raise Untraceable("backward", "a backward pass inside the compiled function is not traced yet; "
                                       "compile the forward (the loss) and call backward() outside it")
+
+    def state_hook(self, what: str, why: str) -> None:
+        """A step on state that no op carries (``.grad``, an optimizer's step: ``mode.outside_ops``), which the
+        graph would not replay."""
+        raise Untraceable(what, why)
 
     def inplace_hook(self, t: Tensor, op: str) -> None:
         """A sampler's draw into ``t`` (``uniform_``...): random numbers a graph would repeat."""
@@ -379,7 +385,10 @@ def _last_op(graph: Graph) -> str:
 
 
 def _classify_externals(graph: Graph) -> None:
-    """An external held by nothing but the graph was made during the trace: it is a constant."""
+    """An external held by nothing but the graph, whose array nothing else holds either, was made during
+    the trace: it is a constant.  A tensor made in the trace over an outside tensor's array (``w.data``,
+    ``w.detach()``) stays an external: the optimizer's in-place updates of ``w`` must be seen."""
     for v in graph.values:
-        if v.kind == "external" and sys.getrefcount(v.source) <= 2:  # v.source and getrefcount's argument
+        # counted: the reference held (v.source, the tensor's _data) and getrefcount's argument
+        if v.kind == "external" and sys.getrefcount(v.source) <= 2 and sys.getrefcount(raw(v.source)) <= 2:
             v.kind = "constant"

@@ -63,6 +63,14 @@ _HEAD = ["import numpy as np", "from math import sqrt, sin, cos, fabs, pow",
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
 
 
+def _jit(reassoc: bool) -> str:
+    """A kernel's decorator.  Every kernel may contract a product and a sum into one fused multiply-add
+    (one rounding instead of two, as C compilers do by default): the formulas' polynomials (erf, exp)
+    then take about a third less time (GELU's backward over 2M float32 elements, 1.40 against 0.99 ms).
+    ``reassoc``: a sum along the row may be reassociated too, which lets LLVM vectorize it."""
+    return f"@njit(cache=True, nogil=True, error_model='numpy', fastmath={{'contract'{', ' + repr('reassoc') if reassoc else ''}}})"
+
+
 def numba_available() -> bool:
     """Whether Numba can be imported; without it, says once (a warning) that fused kernels need it."""
     if "module" not in _NUMBA:
@@ -194,9 +202,7 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
     args = ", ".join(["first", "last"] + (["part"] if sums else []) + [f"a_{name}" for name in ins + outs]
                      + [f"a_{name}" for name, _, _, _ in sums] + ([] if outs else ["shape"]))
     # a row's sum vectorizes only if it may be reassociated, as the reduction kernels' sums
-    flags = ", fastmath={'reassoc'}" if any(one[-1] for _, _, one, _ in sums) else ""
-    return "\n".join(_HEAD + [f"@njit(cache=True, nogil=True, error_model='numpy'{flags})", f"def kernel({args}):",
-                              *body, ""])
+    return "\n".join(_HEAD + [_jit(reassoc=any(one[-1] for _, _, one, _ in sums)), f"def kernel({args}):", *body, ""])
 
 
 def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str, dtype: str,
@@ -221,8 +227,7 @@ def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.St
         body.append(f"        acc = acc / ({count})")
     body.append(f"        a_out[task] = {dtype}(acc)")
     args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_out", "shape"])
-    return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy', fastmath={'reassoc'})",
-                              f"def kernel({args}):", *body, ""])
+    return "\n".join(_HEAD + [_jit(reassoc=True), f"def kernel({args}):", *body, ""])
 
 
 def _columns_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str, ndim: int,
@@ -241,8 +246,7 @@ def _columns_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.S
     body += _per_element(pad, ins, ones, lines, "n")
     body.append(f"{pad}    s_acc[c] += {result}")
     args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_acc", "shape"])
-    return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy')", f"def kernel({args}):",
-                              *body, ""])
+    return "\n".join(_HEAD + [_jit(reassoc=False), f"def kernel({args}):", *body, ""])
 
 
 def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
@@ -336,8 +340,7 @@ def _softmax_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.S
         body += ["        for c in range(cols):", "            s_out[c] = s_out[c] / total"]
     args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_out"])
     # the row's sum vectorizes only if it may be reassociated, as the reduction kernels' sums
-    return "\n".join(_HEAD + ["@njit(cache=True, nogil=True, error_model='numpy', fastmath={'reassoc'})",
-                              f"def kernel({args}):", *body, ""])
+    return "\n".join(_HEAD + [_jit(reassoc=True), f"def kernel({args}):", *body, ""])
 
 
 def _softmax_forward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Callable:

@@ -16,6 +16,7 @@ import types
 from bisect import bisect_right
 from typing import Any, Callable, Dict, Iterable, List, Sequence, Union
 
+from ..autograd.mode import outside_ops
 from .optimizer import Optimizer
 
 
@@ -52,6 +53,7 @@ class LRScheduler:
 
     def step(self) -> None:
         """Move to the next epoch and set the groups' lrs; call it after ``optimizer.step()``."""
+        _refuse_trace(self)
         self._step_count += 1
         self.last_epoch += 1
         self._set(self.get_lr())
@@ -75,6 +77,11 @@ class LRScheduler:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(last_epoch={self.last_epoch}, last_lr={self._last_lr})"
+
+
+def _refuse_trace(scheduler: LRScheduler) -> None:
+    outside_ops(f"{type(scheduler).__name__}.step", "changes the learning rates, which a graph would not change again "
+                "at the next call; call it outside the compiled function")
 
 
 def _copy(v: Any) -> Any:
@@ -226,6 +233,7 @@ class SequentialLR(LRScheduler):
         return [s._lr(i, base, epoch) for i, base in enumerate(s.base_lrs)]
 
     def step(self) -> None:
+        _refuse_trace(self)
         self._step_count += 1
         self.last_epoch += 1
         s, epoch = self._current()

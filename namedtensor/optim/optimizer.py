@@ -23,6 +23,7 @@ from .. import _names, backends
 from .._internal import backend_of, bump_version, wrap
 from ..autograd.engine import zero_grads
 from ..autograd.graph import enable_grad
+from ..autograd.mode import outside_ops
 from ..tensor import Tensor
 
 Params = Union[Iterable[Tensor], Iterable[Dict[str, Any]]]
@@ -129,6 +130,9 @@ class Optimizer:
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """Update every parameter that has a grad, in place.  ``closure`` (optional) re-evaluates the
         model and returns the loss; it runs with grad enabled, before the update, and its result is returned."""
+        outside_ops(f"{type(self).__name__}.step", "updates the parameters in place on their arrays, which a graph "
+                    "would not update again at the next call; compile the loss, and call backward() and step() "
+                    "outside it")
         loss = None
         if closure is not None:
             with enable_grad():
