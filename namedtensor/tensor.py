@@ -296,6 +296,9 @@ class Tensor(TensorMethods):
         """
         if not self._rg:
             raise RuntimeError("register_hook: the tensor does not require grad, so it never gets a gradient.")
+        if mode.state.current[1] is not None:
+            mode.outside_ops("register_hook", "registers a gradient hook, which a graph would not register again at "
+                                              "the next call; register it outside the compiled function")
         if self._node is None:
             hooks = self._hooks_list()
         else:
@@ -319,6 +322,9 @@ class Tensor(TensorMethods):
             raise RuntimeError("retain_grad: the tensor does not require grad, so it never gets a gradient.")
         if self._node is None:
             return
+        if mode.state.current[1] is not None:
+            mode.outside_ops("retain_grad", "keeps a gradient with a hook, which a graph would not add again at the "
+                                            "next call; call it on the compiled function's result, outside it")
         ref = weakref.ref(self)
         hooks = (self._node.hooks or {}).get(self._idx, ())
         if any(getattr(h, "_retains", None) is ref for h in hooks):

@@ -665,7 +665,23 @@ STATE_STEPS = {
                  lambda layer, opt: _total_norm(layer) == pytest.approx(1e-3, rel=1e-3)),
     "scheduler": (lambda layer, opt, sched: sched.step(), "StepLR.step: changes the learning rates",
                   lambda layer, opt: opt.param_groups[0]["lr"] == pytest.approx(0.05)),
+    "hook": (lambda layer, opt, sched: layer.weight.register_hook(_count), "register_hook: registers a gradient hook",
+             lambda layer, opt: _hook_calls(layer) == 1),
+    "post-accumulate hook": (lambda layer, opt, sched: layer.weight.register_post_accumulate_grad_hook(_count),
+                             "register_post_accumulate_grad_hook: registers", lambda layer, opt: _hook_calls(layer) == 1),
+    "retain_grad": (lambda layer, opt, sched: (layer.weight * 2).retain_grad(), "retain_grad: keeps a gradient",
+                    lambda layer, opt: True),
 }
+
+
+def _count(_):
+    _count.calls += 1
+
+
+def _hook_calls(layer) -> int:
+    _count.calls = 0
+    layer(rnd(2, 4, names=("b", "x"))).sum().backward()
+    return _count.calls
 
 
 @pytest.mark.parametrize("case", STATE_STEPS)

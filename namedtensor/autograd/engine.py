@@ -495,6 +495,8 @@ def register_post_accumulate_grad_hook(self: Tensor, hook: Callable[["Tensor"], 
     """
     if self._node is not None or not self._rg:
         raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors that require grad have one.")
+    outside_ops("register_post_accumulate_grad_hook", "registers a hook, which a graph would not register again at "
+                                                      "the next call; register it outside the compiled function")
     try:
         hooks = self._post_hooks
     except AttributeError:
