@@ -55,6 +55,16 @@ def bump_version(t: Tensor) -> None:
     version_counter(t)[0] += 1
 
 
+#: the classes of plain values (:func:`is_plain_value`), besides tuples of them
+PLAIN_TYPES = frozenset((bool, int, float, complex, str, type(None)))
+
+
+def is_plain_value(x: Any) -> bool:
+    """Whether ``x`` is a number, a string, None, or a tuple of them: a setting that a compiled graph
+    specialises (a module's ``eps``, a global scale), so ``nt.compile`` guards on its value."""
+    return x.__class__ in PLAIN_TYPES or (x.__class__ is tuple and all(is_plain_value(y) for y in x))
+
+
 def replace_array(t: Tensor, array: Any, backend: Optional[Backend] = None) -> None:
     """Give ``t`` a new array in place (on ``backend``, default its own): the object stays, so modules and
     optimizers keep it (``Module.to``).  Counts as an in-place write."""

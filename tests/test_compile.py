@@ -212,9 +212,12 @@ def test_a_modules_state_key_follows_its_flags_parameters_buffers_and_children()
     shared = nn.Linear("d", "d2", 3, 3)
     model = nn.Sequential(shared, nn.GELU(), shared)  # a module reachable twice counts once
     key = state_key(model)
-    assert key == (tuple(m.training for m in model.modules()), tuple(map(id, model.parameters())),
-                   tuple(map(id, model.buffers())))
+    assert key[:3] == (tuple(m.training for m in model.modules()), tuple(map(id, model.parameters())),
+                       tuple(map(id, model.buffers())))
     assert len(key[0]) == 3 and len(key[1]) == 2
+    assert key[3][1] == (("training", True), ("in_dim", "d"), ("out_dim", "d2"), ("in_size", 3), ("out_size", 3))
+    shared.out_dim = "e"
+    assert state_key(model)[3][1][2] == ("out_dim", "e")
     shared.eval()
     assert state_key(model)[0] == (True, False, True)
     shared.bias = nn.Parameter(nt.zeros(3, names=("d2",)))
@@ -223,6 +226,82 @@ def test_a_modules_state_key_follows_its_flags_parameters_buffers_and_children()
     assert len(state_key(model)[2]) == 1
     model.append(nn.Identity())
     assert len(state_key(model)[0]) == 4
+
+
+SCALE = 2.0
+
+
+def test_a_changed_setting_is_traced_again():
+    # the graph specialised each of them: a module's eps, a global, a closure's number
+    norm = nn.LayerNorm("d", 4)
+    x = rnd(3, 4, names=("b", "d"))
+    cn = nt.compile(norm)
+    assert_close(cn(x), norm(x))
+    norm.eps = 10.0
+    assert_close(cn(x), norm(x))
+    assert len(cn.cache) == 2
+
+    global SCALE
+    cg = nt.compile(lambda x: x * SCALE)
+    factor = 3
+    cc = nt.compile(lambda x: x * factor)
+    for value in (2.0, 5.0):
+        SCALE = value
+        assert_close(cg(x), x * value)
+    assert_close(cc(x), x * 3)
+    factor = True  # equal to 1, but another setting: x * True keeps x
+    assert_close(cc(x), x)
+    assert len(cg.cache) == 2 and len(cc.cache) == 2
+
+
+def test_a_function_that_rebinds_what_it_reads_runs_eagerly_from_then_on():
+    # traced, each call would be a new signature (the global changed), and the dry runs would add to it
+    def counted(x):
+        global SCALE
+        SCALE += 1.0
+        return x * SCALE
+
+    start = SCALE
+    cf = nt.compile(counted)
+    x = rnd(3, names=("a",))
+    with pytest.warns(UserWarning, match=r"counted runs eagerly from now on: a value read from outside: the function "
+                                         r"rebinds a global") as record:
+        results = [cf(x) for _ in range(3)]
+    assert len(record) == 1
+    assert SCALE == start + 3  # the eager calls' increments only: the dry run's was put back
+    assert_close(results[-1], x * SCALE)
+    assert list(cf.cache.values()) == [None] * 3  # no trace after the first
+    with pytest.raises(RuntimeError, match=r"fullgraph=True\): a value read from outside"):
+        nt.compile(counted, fullgraph=True)(x)
+    assert SCALE == start + 3
+
+
+class _Counting(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
+
+
+def test_a_closure_or_a_module_that_rebinds_what_it_reads_runs_eagerly():
+    count = 0
+
+    def bump(x):
+        nonlocal count
+        count += 1
+        return x + count
+
+    module = _Counting()
+    x = rnd(3, names=("a",))
+    for fn, calls in ((bump, lambda: count), (module, lambda: module.calls)):
+        cf = nt.compile(fn)
+        with pytest.warns(UserWarning, match="runs eagerly from now on: a value read from outside"):
+            got = [cf(x) for _ in range(2)]
+        assert calls() == 2
+        assert_close(got[1], x + 2 if fn is bump else x * 2)
 
 
 def test_an_external_that_changes_shape_is_traced_again():

@@ -14,10 +14,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import itertools
+import sys
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .._internal import backend_of
+from .._internal import backend_of, is_plain_value
 from ..backends import cpu, heap
 from ..nn import Module
 from ..nn.module import state_key
@@ -104,6 +106,9 @@ def _row_kernels():
     return numba_kernels
 
 
+_REBINDS = "a value read from outside"
+
+
 class CompiledFunction:
     """What ``nt.compile(fn)`` returns: call it as ``fn``.  ``explain()`` describes what was compiled."""
 
@@ -116,6 +121,7 @@ class CompiledFunction:
         self.fallbacks: Dict[Tuple[Any, ...], str] = {}
         self._warned_limit = False
         self._warned_unhashable = False
+        self._rebinds: Optional[str] = None  # why, once a trace rebound what the function reads from outside
         self._trees: Dict[int, Any] = {}  # positional tensor arguments only: the tree of n of them
         code = getattr(fn, "__code__", None)
         self._cells = tuple(getattr(fn, "__closure__", None) or ())
@@ -125,17 +131,19 @@ class CompiledFunction:
 
     def _extra(self) -> Tuple[Any, ...]:
         """The part of the signature outside the arguments: which tensor objects the function reads (a
-        parameter replaced by another, a closure's or a global's tensor rebound) and a module's
-        training flags."""
+        parameter replaced by another, a closure's or a global's tensor rebound) and the settings its
+        graph specialised: the plain values (numbers, strings, None, tuples of them) of its closure cells
+        and globals, or a module's training flags and settings (``state_key``)."""
         fn = self.fn
         if isinstance(fn, Module):
             return state_key(fn)
-        held = [id(c.cell_contents) for c in self._cells if isinstance(_contents(c), Tensor)]
+        held: List[Any] = []
         scope = self._globals
-        for n in self._global_names:
-            x = scope.get(n)
+        for x in itertools.chain((_contents(c) for c in self._cells), (scope.get(n) for n in self._global_names)):
             if isinstance(x, Tensor):
                 held.append(id(x))
+            elif is_plain_value(x):
+                held.append((x.__class__, x))  # 1 and True are one key otherwise
         return tuple(held)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -174,20 +182,57 @@ class CompiledFunction:
                 warnings.warn(self._limit_message(key), stacklevel=3)
             self.fallbacks[key] = "cache limit"
             return None
+        if self._rebinds is not None:  # every call would be a new signature, traced for nothing
+            self.cache[key] = None
+            self.fallbacks[key] = self._rebinds
+            return None
         try:
-            graph = capture(self.fn, leaves, tree)
+            graph = self._capture(leaves, tree)
         except Untraceable as e:
             if self.fullgraph:
                 raise RuntimeError(f"nt.compile(fullgraph=True): {e}") from None
-            warnings.warn(f"nt.compile: {_name(self.fn)} runs eagerly for this signature: {e}.", stacklevel=3)
+            rebinds = e.what == _REBINDS
+            warnings.warn(f"nt.compile: {_name(self.fn)} runs eagerly {'from now on' if rebinds else 'for this signature'}: "
+                          f"{e}.", stacklevel=3)
             self.cache[key] = None
             self.fallbacks[key] = str(e)
+            if rebinds:
+                self._rebinds = str(e)
             return None
         tensors = [x for x in leaves if isinstance(x, Tensor)]
         backend = (backend_of(tensors[0]) if tensors else cpu()).name
         program = self.cache[key] = build(graph, optimize_for(graph, backend, self.fuse))
         heap.retain_by_default()
         return program
+
+    def _capture(self, leaves, tree) -> Graph:
+        """``capture``, refused where the dry run rebinds what the function reads from outside (a global, a
+        closure's variable, a module's setting: ``x = x + 1`` on a counter), which a graph would not do at
+        the next call: the values are put back first, so that the eager run that follows does it once."""
+        before = self._outside()
+        try:
+            return capture(self.fn, leaves, tree)
+        finally:
+            changed = [(owner, key, value) for owner, key, value in before if _read(owner, key) is not value]
+            for owner, key, value in changed:
+                if key is None:
+                    owner.cell_contents = value
+                else:
+                    owner[key] = value
+            if changed and sys.exc_info()[0] is None:
+                raise Untraceable(_REBINDS, "the function rebinds a global, a closure's variable "
+                                  "or a module's setting, which a graph would not rebind again at the next call")
+
+    def _outside(self) -> List[Tuple[Any, Any, Any]]:
+        """``(owner, key, value)`` for what the function reads from outside: its closure cells (key None),
+        the globals it names, or a module's settings (plain attributes; ``state_key``)."""
+        fn = self.fn
+        if isinstance(fn, Module):
+            return [(m.__dict__, k, v) for m in fn.modules() for k, v in m.__dict__.items()
+                    if k != "training" and is_plain_value(v)]
+        scope = self._globals
+        return ([(c, None, _contents(c)) for c in self._cells]
+                + [(scope, n, scope[n]) for n in self._global_names if n in scope])
 
     def _unhashable(self, why: str, args, kwargs) -> Any:
         """A call with an argument that can be no part of a signature (an array, a set): eager, said once."""
@@ -240,6 +285,11 @@ def _collection_paused():
         yield
     finally:
         gc.enable()
+
+
+def _read(owner: Any, key: Any) -> Any:
+    """What ``_outside`` found at ``(owner, key)`` now (a global deleted meanwhile reads as a new object)."""
+    return _contents(owner) if key is None else owner.get(key, _read)
 
 
 def _contents(cell: Any) -> Any:

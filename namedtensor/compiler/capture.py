@@ -103,7 +103,7 @@ def describe_key(key: Tuple[Any, ...]) -> List[str]:
     tree, grad, extra, *args = key
     parts = [f"grad mode {'on' if grad else 'off'}"]
     if extra:
-        parts.append(f"the tensors read from outside and the training flags ({len(extra)} parts)")
+        parts.append(f"the tensors and settings read from outside, the training flags ({len(extra)} parts)")
     for i, a in enumerate(args):
         if len(a) == 5:
             names, shape, dtype, backend, rg = a

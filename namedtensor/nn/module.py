@@ -20,7 +20,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple, Union
 
 from .. import _dtypes, _names, backends
-from .._internal import backend_of, parse_to_arg, replace_array, wrap
+from .._internal import PLAIN_TYPES, backend_of, is_plain_value, parse_to_arg, replace_array, wrap
 from ..autograd.engine import zero_grads
 from ..autograd.graph import no_grad
 from ..tensor import Tensor
@@ -422,14 +422,17 @@ class Module:
         return head + "(\n  " + "\n  ".join(lines) + "\n)"
 
 
-def state_key(root: Module) -> Tuple[Tuple[bool, ...], Tuple[int, ...], Tuple[int, ...]]:
-    """The training flag of ``root`` and of every sub-module, and the ids of its parameters and buffers
-    (each once), in one walk, depth first: what ``nt.compile`` checks at every call of a compiled module.
-    (``modules()``, ``parameters()`` and ``buffers()`` would walk the tree three times, building dotted
-    names: 280 µs a call for 158 modules.)"""
+def state_key(root: Module) -> Tuple[Tuple[bool, ...], Tuple[int, ...], Tuple[int, ...], Tuple[tuple, ...]]:
+    """The training flag of ``root`` and of every sub-module, the ids of its parameters and buffers
+    (each once), and each module's settings (its attributes that are numbers, strings, None or tuples of
+    them: ``eps``, ``p``, dim names), in one walk, depth first: what ``nt.compile`` checks at every call
+    of a compiled module, whose graph specialised them.  (``modules()``, ``parameters()`` and
+    ``buffers()`` would walk the tree three times, building dotted names: 280 µs a call for 158
+    modules.)"""
     flags: List[bool] = []
     params: List[int] = []
     buffers: List[int] = []
+    settings: List[tuple] = []
     seen: Set[int] = set()
     stack = [root]
     while stack:
@@ -438,13 +441,17 @@ def state_key(root: Module) -> Tuple[Tuple[bool, ...], Tuple[int, ...], Tuple[in
             continue
         seen.add(id(m))
         flags.append(m.training)
+        # the class test inline (most attributes are the module's dicts, or numbers): a call per attribute
+        # doubled the walk's time
+        settings.append(tuple([(k, v) for k, v in m.__dict__.items() if v.__class__ in PLAIN_TYPES
+                               or (v.__class__ is tuple and is_plain_value(v))]))
         for store, ids in ((m._parameters, params), (m._buffers, buffers)):
             for t in store.values():
                 if t is not None and id(t) not in seen:
                     seen.add(id(t))
                     ids.append(id(t))
         stack.extend(c for c in reversed(m._modules.values()) if c is not None)
-    return tuple(flags), tuple(params), tuple(buffers)
+    return tuple(flags), tuple(params), tuple(buffers), tuple(settings)
 
 
 def _cast_inplace(t: Tensor, dtype: _dtypes.DType) -> None:
