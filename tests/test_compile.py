@@ -241,6 +241,14 @@ def test_a_changed_setting_is_traced_again():
     assert_close(cn(x), norm(x))
     assert len(cn.cache) == 2
 
+    cm = nt.compile(norm.forward)  # a bound method reads its module's state too
+    assert_close(cm(x), norm(x))
+    norm.eps = 1e-5
+    assert_close(cm(x), norm(x))
+    norm.bias = nn.Parameter(nt.ones(4, names=("d",)))
+    assert_close(cm(x), norm(x))
+    assert len(cm.cache) == 3
+
     global SCALE
     cg = nt.compile(lambda x: x * SCALE)
     factor = 3

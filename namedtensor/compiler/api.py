@@ -123,6 +123,11 @@ class CompiledFunction:
         self._warned_unhashable = False
         self._rebinds: Optional[str] = None  # why, once a trace rebound what the function reads from outside
         self._trees: Dict[int, Any] = {}  # positional tensor arguments only: the tree of n of them
+        #: the module whose state the function reads: the compiled module, or the module of a bound method
+        #: (``nt.compile(model.generate)``)
+        self._module = fn if isinstance(fn, Module) else getattr(fn, "__self__", None)
+        if not isinstance(self._module, Module):
+            self._module = None
         code = getattr(fn, "__code__", None)
         self._cells = tuple(getattr(fn, "__closure__", None) or ())
         self._globals = getattr(fn, "__globals__", {}) if code is not None else {}
@@ -133,11 +138,11 @@ class CompiledFunction:
         """The part of the signature outside the arguments: which tensor objects the function reads (a
         parameter replaced by another, a closure's or a global's tensor rebound) and the settings its
         graph specialised: the plain values (numbers, strings, None, tuples of them) of its closure cells
-        and globals, or a module's training flags and settings (``state_key``)."""
-        fn = self.fn
-        if isinstance(fn, Module):
-            return state_key(fn)
-        held: List[Any] = []
+        and globals, and a module's training flags and settings (``state_key``)."""
+        module = self._module
+        if module is self.fn:
+            return state_key(module)
+        held: List[Any] = [] if module is None else [state_key(module)]
         scope = self._globals
         for x in itertools.chain((_contents(c) for c in self._cells), (scope.get(n) for n in self._global_names)):
             if isinstance(x, Tensor):
@@ -224,14 +229,12 @@ class CompiledFunction:
                                   "or a module's setting, which a graph would not rebind again at the next call")
 
     def _outside(self) -> List[Tuple[Any, Any, Any]]:
-        """``(owner, key, value)`` for what the function reads from outside: its closure cells (key None),
-        the globals it names, or a module's settings (plain attributes; ``state_key``)."""
-        fn = self.fn
-        if isinstance(fn, Module):
-            return [(m.__dict__, k, v) for m in fn.modules() for k, v in m.__dict__.items()
-                    if k != "training" and is_plain_value(v)]
-        scope = self._globals
-        return ([(c, None, _contents(c)) for c in self._cells]
+        """``(owner, key, value)`` for what the function reads from outside: a module's settings (plain
+        attributes; ``state_key``), its closure cells (key None) and the globals it names."""
+        module, scope = self._module, self._globals
+        settings = [] if module is None else [(m.__dict__, k, v) for m in module.modules() for k, v in m.__dict__.items()
+                                              if k != "training" and is_plain_value(v)]
+        return (settings + [(c, None, _contents(c)) for c in self._cells]
                 + [(scope, n, scope[n]) for n in self._global_names if n in scope])
 
     def _unhashable(self, why: str, args, kwargs) -> Any:
