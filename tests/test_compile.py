@@ -312,6 +312,27 @@ def test_a_closure_or_a_module_that_rebinds_what_it_reads_runs_eagerly():
         assert_close(got[1], x + 2 if fn is bump else x * 2)
 
 
+def test_the_default_dtype_is_part_of_the_signature():
+    # a factory inside the function makes its constant in the default dtype of the call
+    cf = nt.compile(lambda x: x + nt.ones(3, names=("a",)))
+    x = rnd(3, names=("a",), dtype="float16")
+    assert cf(x).dtype is nt.float32
+    try:
+        nt.set_default_dtype(nt.float64)
+        got = cf(x)
+    finally:
+        nt.set_default_dtype(nt.float32)
+    assert got.dtype is nt.float64
+    assert_close(got, x.double() + 1.0)
+    assert "default float dtype nt.float64" in "; ".join(capture_key_parts(cf))
+
+
+def capture_key_parts(cf) -> list:
+    from namedtensor.compiler.capture import describe_key
+
+    return [p for key in cf.cache for p in describe_key(key)]
+
+
 def test_an_external_that_changes_shape_is_traced_again():
     model = nn.Linear("feat", "out", 4, 3)
     cf = nt.compile(model)

@@ -17,7 +17,8 @@ writes become the ops they are: the tensor written stands for the op's new value
 
 :func:`signature` is the cache key of a call: for each tensor argument its names, shape, dtype, device
 and ``requires_grad``, the other arguments themselves (they must be hashable: they are specialised
-into the graph), the grad mode, and the ``training`` flags of a compiled module.
+into the graph), the grad mode and the default float dtype (``nt.set_default_dtype``: the dtype of the
+constants a factory makes inside), and what the function reads from outside (``api._extra``).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def _build(node: Any, it) -> Any:
 
 def signature(leaves: List[Any], tree: Any, extra: Tuple[Any, ...] = ()) -> Tuple[Any, ...]:
     """The cache key of a call with these flattened arguments (see the module docstring)."""
-    key: List[Any] = [tree, is_grad_enabled(), extra]
+    key: List[Any] = [tree, (is_grad_enabled(), _dtypes.default_float), extra]
     for x in leaves:
         if isinstance(x, Tensor):
             a = raw(x)
@@ -100,8 +101,8 @@ def signature(leaves: List[Any], tree: Any, extra: Tuple[Any, ...] = ()) -> Tupl
 
 def describe_key(key: Tuple[Any, ...]) -> List[str]:
     """Each part of a signature in words (for the message when the cache is full)."""
-    tree, grad, extra, *args = key
-    parts = [f"grad mode {'on' if grad else 'off'}"]
+    tree, (grad, default_float), extra, *args = key
+    parts = [f"grad mode {'on' if grad else 'off'}", f"default float dtype {default_float}"]
     if extra:
         parts.append(f"the tensors and settings read from outside, the training flags ({len(extra)} parts)")
     for i, a in enumerate(args):
