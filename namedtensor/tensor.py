@@ -247,6 +247,10 @@ class Tensor(TensorMethods):
             return self
         if value and self.dtype.kind not in _dtypes.DIFFERENTIABLE:
             raise TypeError(f"only floating-point and complex tensors can require grad, this one is {self.dtype!r}.")
+        if bool(value) != self._rg and mode.state.current[1] is not None:
+            mode.outside_ops("requires_grad_", "makes a leaf (or a parameter) start or stop requiring grad, which a "
+                                               "graph would not do again at the next call (eagerly, a new leaf each "
+                                               "call); do it outside the compiled function", self)
         self._rg = bool(value)
         return self
 

@@ -5,11 +5,13 @@ op's kernels (Numba; NumPy op by op without it; the CUDA C source) and gradients
 The equality of compiled and eager results op family by op family is tests/test_compile_ops.py.
 """
 
+import dataclasses
 import gc
 import math
 import re
 import warnings
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -809,6 +811,118 @@ def test_a_step_on_state_no_op_carries_runs_eagerly_before_it_happens(case):
         assert_close(got, grad * 2)
         layer.weight.grad = grad * 3
         assert_close(cf(x)[0], grad * 6)
+
+
+CUT_FROM_THE_GRAPH = {
+    "no_grad block": lambda x, w: _no_grad_part(x, w) + x * w,
+    "detach": lambda x, w: (x * w).detach() * x + w.detach().exp(),
+    ".data": lambda x, w: x.data * w + (x * w).data,
+    "set_grad_enabled": lambda x, w: _no_grad_part(x, w, nt.set_grad_enabled(False)) * w,
+}
+
+
+def _no_grad_part(x, w, mode=None):
+    with mode if mode is not None else nt.no_grad():
+        return (x * w).exp() + x
+
+
+@pytest.mark.parametrize("case", CUT_FROM_THE_GRAPH)
+def test_no_grad_and_detach_inside_compile_with_the_eager_gradients(case):
+    # a replay runs in the call's grad mode: the values made without history are cut from the graph
+    fn = CUT_FROM_THE_GRAPH[case]
+    x = rnd(3, 4, names=("b", "d"), dtype="float64").requires_grad_()
+    w = rnd(4, names=("d",), seed=1, dtype="float64").requires_grad_()
+    cf, got = compiled_quietly(fn, x, w)
+    want = fn(x, w)
+    assert_close(got, want, rtol=1e-14, atol=1e-14)
+    # not gradcheck's central differences: they see through the cut, as the eager gradients do not
+    grads = [nt.grad(y.sum(), [x, w], allow_unused=True) for y in (got, want)]
+    assert [g is None for g in grads[1]] != [True, True]
+    for a, e, t in zip(*grads, (x, w)):
+        # an input whose every path to the result is cut may still be an input of a fused node, whose
+        # backward gives it zeros where eagerly it gets None
+        assert_close(nt.zeros_like(t) if a is None else a, nt.zeros_like(t) if e is None else e, rtol=1e-14, atol=1e-14)
+    assert "detach" in [n.op.name for n in program(cf).graph.nodes]
+    assert nt.is_grad_enabled()
+
+
+def test_a_detached_result_shares_the_version_counter_as_eagerly():
+    x = rnd(3, names=("a",)).requires_grad_()
+    cf = nt.compile(lambda x: x.detach())
+    y = x * x  # saves x
+    d = cf(x)
+    assert not d.requires_grad and d.names == x.names
+    d.add_(1.0)  # writes into x's array, as eagerly
+    assert_close(x.detach(), d)
+    with pytest.raises(RuntimeError, match="was modified in place after it was saved"):
+        y.sum().backward()
+
+
+@pytest.mark.parametrize("case", ["enable_grad inside no_grad", "a new leaf", "a leaf frozen"])
+def test_grad_mode_changes_a_replay_cannot_make_run_eagerly(case):
+    w = rnd(3, names=("a",)).requires_grad_()
+    x = rnd(3, names=("a",)).requires_grad_()
+
+    def fn(x):
+        if case == "enable_grad inside no_grad":
+            with nt.enable_grad():
+                return x * w
+        if case == "a new leaf":
+            return x * nt.ones(3, names=("a",), requires_grad=True)
+        w.requires_grad_(False)
+        return x * w
+
+    cf = nt.compile(fn)
+    fragment = {"enable_grad inside no_grad": "mul: records a graph (enable_grad) inside a function called without",
+                "a new leaf": "requires_grad_: makes a leaf", "a leaf frozen": "requires_grad_: makes a leaf"}[case]
+    with pytest.warns(UserWarning, match="runs eagerly") as record:
+        if case == "enable_grad inside no_grad":
+            with nt.no_grad():
+                got = cf(x)
+        else:
+            got = cf(x)
+    assert fragment in str(record[0].message)
+    assert got.requires_grad and w.requires_grad is (case != "a leaf frozen")
+
+
+class _Pair(NamedTuple):
+    first: object
+    second: object
+
+
+@dataclasses.dataclass
+class _Result:
+    loss: object
+    parts: object
+    label: str = "out"
+
+
+class _Box:
+    def __init__(self, t):
+        self.t = t
+
+
+def test_named_tuples_and_dataclasses_go_in_and_come_out_whole():
+    x = rnd(3, names=("a",))
+    cf, got = compiled_quietly(lambda p, r: _Result((p.first * r.loss).sum(), _Pair(p.second + 1, [r.parts * 2]), r.label),
+                               _Pair(x, x * 3), _Result(x.exp(), x, "in"))
+    assert isinstance(got, _Result) and isinstance(got.parts, _Pair) and got.label == "in"
+    assert_close(got.loss, (x * x.exp()).sum())
+    assert_close(got.parts.second[0], x * 2)
+    y = rnd(3, names=("a",), seed=1)
+    again = cf(_Pair(y, y), _Result(y, y, "in"))  # the same signature: replayed on the new tensors
+    assert len(cf.cache) == 1
+    assert_close(again.loss, (y * y).sum())
+
+
+def test_tensors_returned_inside_another_object_run_eagerly():
+    # the graph could return only the dry run's tensors inside it
+    cf = nt.compile(lambda x: (_Box(x * 2), x))
+    x = rnd(3, names=("a",))
+    with pytest.warns(UserWarning, match="return: returns tensors inside a _Box, which a graph cannot make again"):
+        box, _ = cf(x)
+    assert box.t.device == "cpu"
+    assert_close(box.t, x * 2)
 
 
 def test_a_tensor_over_an_externals_array_is_read_at_every_call():

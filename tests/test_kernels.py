@@ -114,18 +114,22 @@ PRODUCTS = {  # a's shape, b's shape, how the work is shared
 @pytest.mark.parametrize("case", PRODUCTS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("given_out", [False, True])
-def test_the_pool_shares_products_with_matmuls_values(small_blocks, monkeypatch, case, dtype, given_out):
+@pytest.mark.parametrize("add", [None, "along rows", "along columns"])
+def test_the_pool_shares_products_with_matmuls_values(small_blocks, monkeypatch, case, dtype, given_out, add):
     monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1)
     a_shape, b_shape, how = PRODUCTS[case]
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal(a_shape).astype(dtype), rng.standard_normal(b_shape).astype(dtype)
     want = np.matmul(a, b)
+    if add is not None:  # a linear layer's bias: (out,) along the rows, or (out, 1) for a dim inside
+        add = rng.standard_normal(want.shape[-1] if add == "along rows" else (want.shape[-2], 1)).astype(dtype)
+        want = want + add
     calls = []
     matmul = np.matmul
     monkeypatch.setattr(numpy_kernels.np, "matmul", lambda x, y, **k: calls.append((x.shape, y.shape)) or matmul(x, y, **k))
     nt.set_num_threads(3)
     out = np.full(want.shape, np.nan, dtype) if given_out else None
-    got = numpy_kernels.matmul(a, b, out)
+    got = numpy_kernels.matmul(a, b, out, add=add)
     assert got.dtype == want.dtype and got.shape == want.shape and (out is None or got is out)
     np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
     assert len(calls) == 3  # one BLAS call per thread
@@ -133,6 +137,18 @@ def test_the_pool_shares_products_with_matmuls_values(small_blocks, monkeypatch,
                "stack": lambda x, y: x[0]}[how]
     whole = {"rows": a_shape[-2], "columns": b_shape[-1], "contracted": a_shape[-1], "stack": a_shape[0]}[how]
     assert sum(covered(x, y) for x, y in calls) == whole
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_addmm_adds_the_bias_to_the_product(small_blocks, monkeypatch, pooled):
+    monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1)
+    nt.set_num_threads(2 if pooled else 1)
+    assert numpy_kernels.pool_does_products() is pooled
+    rng = np.random.default_rng(1)
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((40, 8), (8, 6), (6,)))
+    want = np.matmul(a, b) + c
+    for B in (nt.backends.cpu(), super(type(nt.backends.cpu()), nt.backends.cpu())):  # the hook and the default
+        np.testing.assert_allclose(B.addmm(c, a, b), want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("why", ["one thread", "small", "integers", "a vector"])

@@ -24,7 +24,7 @@ class _ThreadState(threading.local):
     #: called when a backward pass starts, ``edit_hook(t, op)``, before an in-place op writes into ``t``
     #: (refusing it, or letting the op make its result a value that ``t`` stands for from then on:
     #: ``edited(t, result)``, ops/inplace.py), ``inplace_hook(t, op)``, before a sampler draws into ``t``
-    #: (refusing it), ``state_hook(what, why)``, before a step that reads or changes state no op carries
+    #: (refusing it), ``state_hook(what, why, tensor)``, before a step that reads or changes state no op carries
     #: (``.grad``, an optimizer's or a scheduler's step: :func:`outside_ops`), ``traces_compositions``,
     #: which makes ops that are one fused step record their parts (ops/_common.traced_as_composition),
     #: ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``, and
@@ -59,14 +59,15 @@ def op_span() -> Tuple[int, int]:
     return state.span
 
 
-def outside_ops(what: str, why: str) -> None:
+def outside_ops(what: str, why: str, tensor=None) -> None:
     """Tell this thread's tracer, before it happens, that step ``what`` reads or changes state that no op
-    carries (``why``): nt.compile's tracer refuses it, since a replayed graph runs only ops."""
+    carries (``why``; of ``tensor``, where one is concerned): nt.compile's tracer refuses it, since a
+    replayed graph runs only ops."""
     tracer = state.current[1]
     if tracer is not None:
         hook = getattr(tracer, "state_hook", None)
         if hook is not None:
-            hook(what, why)
+            hook(what, why, tensor)
 
 
 def swap_tracer(tracer: Optional[Callable]) -> Optional[Callable]:

@@ -159,6 +159,12 @@ class Backend:
         cdf = (self.erf(x / _SQRT_2) + 1) * 0.5
         return x * cdf, cdf
 
+    def addmm(self, c, a, b):
+        """``a @ b + c``: a product of matrices (or stacks) and ``c`` of its dtype broadcast to it (a linear
+        layer's bias), which a backend may add to each part of the product while it is in the cache."""
+        y = self.matmul(a, b)
+        return self.add(y, c, out=y) if self.supports_out else self.add(y, c)
+
     def matmuls(self, pairs):
         """``[a @ b for a, b in pairs]``, independent products of matrices (a linear layer's input and
         weight gradients), which a backend may run side by side."""

@@ -165,6 +165,9 @@ class NumpyBackend(Backend):
                                                       key_keep=key_keep)
         return super().attention_backward(q, k, v, out, lse, g, scale=scale, causal=causal, key_keep=key_keep)
 
+    def addmm(self, c, a, b):
+        return numpy_kernels.addmm(c, a, b)
+
     def matmuls(self, pairs):
         return numpy_kernels.matmuls(pairs)
 

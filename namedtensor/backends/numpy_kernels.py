@@ -160,50 +160,68 @@ def contract(subscripts: str, a, b):
     return np.transpose(product, [order.index(c) for c in out])
 
 
-def matmul(a, b, out=None):
+def _product(a, b, out, add):
+    """``np.matmul(a, b, out=out)``, plus ``add`` (broadcast to the product, in its dtype) if given."""
+    out = np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    return out if add is None else np.add(out, add, out=out)
+
+
+def matmul(a, b, out=None, add=None):
     """``np.matmul(a, b, out=out)``, shared among the pool's threads where the work is large enough: a
     stack by its first stacked axis that has several matrices; a matrix by the contracted dim where it
     is the longest (partial products added up after), else by rows or by columns, whichever are more.
     Each part is one call of BLAS, which has one thread (:func:`pool_products`).  Other dtypes and
-    small products are ``np.matmul``'s alone."""
+    small products are ``np.matmul``'s alone.  ``add`` (a bias: broadcast to the product, of its
+    dtype) is added to each part by the thread that made it, while the part is in the cache."""
     threads = get_num_threads()
     if (threads < 2 or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype.char not in "fd"
             or (out is not None and out.dtype != a.dtype)):
-        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+        return _product(a, b, out, add)
     m, n = a.shape[-2], b.shape[-1]
     # the multiply-adds, read off the sizes (a stack that broadcasts does more): small products return
     # before any shape arithmetic
     if max(a.size * n, b.size * m) < _SPLIT_FROM:
-        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+        return _product(a, b, out, add)
     if out is None:
         out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (m, n), a.dtype)
+    if add is not None:
+        add = np.broadcast_to(add, out.shape)  # a view: each part takes its slice
     axis = next((d for d in range(a.ndim - 2) if a.shape[d] >= threads), None) if a.ndim == b.ndim else None
     if axis is not None:
         count, whole = a.shape[axis], b.shape[axis] == 1  # b broadcast along it: every part reads all of b
 
         def run(first: int, last: int) -> None:
             at = tuple(slice(first, last) if d == axis else slice(None) for d in range(a.ndim))
-            np.matmul(a[at], b if whole else b[at], out=out[at])
+            _product(a[at], b if whole else b[at], out[at], None if add is None else add[at])
     elif a.shape[-1] >= max(m, n):
         # the contracted dim is the longest (a weight's gradient): each thread multiplies its slice of
         # it, packing its parts of a and b only, and the partial products are added up after
         parts = min(threads, a.shape[-1])
         partial = np.empty((parts,) + out.shape, out.dtype)
         split_by_part(parts, a.shape[-1], lambda p, lo, hi: np.matmul(a[..., lo:hi], b[..., lo:hi, :], out=partial[p]))
-        return np.sum(partial, axis=0, out=out)
+        np.sum(partial, axis=0, out=out)
+        return out if add is None else np.add(out, add, out=out)
     elif n > m:  # by columns: each thread packs its part of b, and all of the smaller a
         count = n
 
         def run(first: int, last: int) -> None:
-            np.matmul(a, b[..., first:last], out=out[..., first:last])
+            at = (Ellipsis, slice(first, last))
+            _product(a, b[at], out[at], None if add is None else add[at])
     else:  # by rows: each thread packs its part of a, and all of the smaller b
         count = m
 
         def run(first: int, last: int) -> None:
-            np.matmul(a[..., first:last, :], b, out=out[..., first:last, :])
+            at = (Ellipsis, slice(first, last), slice(None))
+            _product(a[at], b, out[at], None if add is None else add[at])
 
     split(min(threads, count), count, run)
     return out
+
+
+def addmm(c, a, b):
+    """``a @ b + c`` (``Backend.addmm``): the pool's threads add ``c`` to their parts of the product, where
+    it does the products; else one pass after the product, written into it."""
+    return matmul(a, b, add=c) if _products else _product(a, b, None, c)
 
 
 def matmuls(pairs: list) -> list:

@@ -9,11 +9,13 @@ else); see ir.py.
 What a graph cannot replay makes the trace stop with :class:`Untraceable`, naming the op or the step:
 a value the code reads (``bool(t)``, ``t.item()``, a boolean mask: :class:`DataDependentError`), a
 ``backward()`` inside the function, a step on state that no op carries (reading or setting ``.grad``,
-``zero_grad``, an optimizer's or a scheduler's step: ``state_hook``), an in-place write that someone else would see (into an argument,
+``zero_grad``, an optimizer's or a scheduler's step: ``state_hook``), ``enable_grad`` inside a call
+without grad mode, a leaf made to require grad, an in-place write that someone else would see (into an argument,
 an external, a view; ``edit_hook``), random numbers drawn outside an op, or params computed from traced
 values outside the op.  ``nt.compile`` then runs the function eagerly, with a warning.  Other in-place
 writes become the ops they are: the tensor written stands for the op's new value from then on
-(``edited``), so the graph stays pure.
+(``edited``), so the graph stays pure.  Values made without history (ops under ``no_grad``, ``detach()``,
+``.data``) go through a :class:`Detached` node, since a replay runs in the call's grad mode.
 
 :func:`signature` is the cache key of a call: for each tensor argument its names, shape, dtype, device
 and ``requires_grad``, the other arguments themselves (they must be hashable: they are specialised
@@ -23,13 +25,14 @@ constants a factory makes inside), and what the function reads from outside (``a
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import sys
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .. import _dtypes
-from .._internal import backend_of, raw, swap_tracer, version_counter, wrap
+from .._internal import backend_of, leaf_view, raw, swap_tracer, version_counter, wrap
 from ..autograd.graph import Op
 from ..autograd.mode import is_grad_enabled
 from ..backends import get as backend_for, made as made_backends
@@ -53,9 +56,18 @@ class Untraceable(Exception):
 
 
 def flatten(obj: Any) -> Tuple[List[Any], Any]:
-    """``(leaves, tree)``: the tensors and other leaves of nested tuples, lists and dicts, and their shape."""
+    """``(leaves, tree)``: the tensors and other leaves of nested tuples, lists, dicts, named tuples and
+    dataclasses (whose fields are all arguments of their ``__init__``), and their shape."""
     leaves: List[Any] = []
     return leaves, _walk(obj, leaves)
+
+
+class _Fields(NamedTuple):
+    """A tree node of a named tuple or a dataclass: its class and how to make it again."""
+
+    cls: type
+    dataclass: bool
+    names: Tuple[str, ...]
 
 
 # The recursions are module functions, not closures: a closure that calls itself is a reference cycle,
@@ -64,10 +76,18 @@ def _walk(x: Any, leaves: List[Any]) -> Any:
     if isinstance(x, Tensor):
         leaves.append(x)
         return None
-    if isinstance(x, (tuple, list)) and x.__class__ in (tuple, list):
-        return (x.__class__, tuple(_walk(y, leaves) for y in x))
-    if isinstance(x, dict) and x.__class__ is dict:
+    cls = x.__class__
+    if cls is tuple or cls is list:
+        return (cls, tuple(_walk(y, leaves) for y in x))
+    if cls is dict:
         return (dict, tuple((k, _walk(v, leaves)) for k, v in x.items()))
+    if isinstance(x, tuple) and isinstance(getattr(cls, "_fields", None), tuple):  # a named tuple
+        return (_Fields(cls, False, cls._fields), tuple(_walk(y, leaves) for y in x))
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        fields = dataclasses.fields(x)
+        if all(f.init for f in fields):
+            return (_Fields(cls, True, tuple(f.name for f in fields)),
+                    tuple(_walk(getattr(x, f.name), leaves) for f in fields))
     leaves.append(x)
     return None
 
@@ -81,6 +101,9 @@ def _build(node: Any, it) -> Any:
     if node is None:
         return next(it)
     kind, items = node
+    if kind.__class__ is _Fields:
+        values = [_build(v, it) for v in items]
+        return kind.cls(**dict(zip(kind.names, values))) if kind.dataclass else kind.cls(*values)
     if kind is dict:
         return {k: _build(v, it) for k, v in items}
     return kind(_build(v, it) for v in items)
@@ -133,6 +156,7 @@ class _Recorder:
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
+        self.grad_mode = is_grad_enabled()  # the call's: the mode a replay runs every node in
         # id(tensor) -> (tensor, value, its version counter, the count when seen)
         self.seen: Dict[int, Tuple[Tensor, Value, Any, int]] = {}
         # for edit_hook, kept as the trace goes (a scan of the trace at every edit made a trace of n writes
@@ -149,9 +173,12 @@ class _Recorder:
         raise Untraceable("backward", "a backward pass inside the compiled function is not traced yet; "
                                       "compile the forward (the loss) and call backward() outside it")
 
-    def state_hook(self, what: str, why: str) -> None:
+    def state_hook(self, what: str, why: str, t: Optional[Tensor]) -> None:
         """A step on state that no op carries (``.grad``, an optimizer's step: ``mode.outside_ops``), which the
-        graph would not replay."""
+        graph would not replay.  A meta tensor the trace has not met (``t``) is the dry run's own: a
+        parameter moved to the meta device (``with_param``) takes its ``requires_grad``."""
+        if t is not None and isinstance(raw(t), MetaArray) and id(t) not in self.seen:
+            return
         raise Untraceable(what, why)
 
     def inplace_hook(self, t: Tensor, op: str) -> None:
@@ -220,6 +247,9 @@ class _Recorder:
                                       "which graphs do not trace yet")
             return entry[1]
         a = raw(t)
+        if isinstance(a, MetaArray) and id(a) in self.arrays:
+            # a new tensor over a traced value's array, made outside the ops (detach(), .data): no history
+            return self._detached(t, self.arrays[id(a)], op)
         if isinstance(a, MetaArray):
             recipe = self.param(a, op) if id(a) in self.derived else None
             if not isinstance(recipe, Derived):
@@ -241,6 +271,18 @@ class _Recorder:
             v = self.graph.new_value(t.names, a.shape, str(a.dtype), "external", t)
         self.know(t, v)
         return v
+
+    def _detached(self, t: Tensor, v: Value, op: str) -> Value:
+        """``t``, a tensor without history over ``v``'s array, as a :class:`Detached` node of ``v``."""
+        if t.requires_grad:
+            raise Untraceable(op, f"reads a new leaf {t.names} that requires grad, made over a traced value outside "
+                                  "the ops, which a graph cannot replay")
+        cut = self.graph.new_value(t.names, v.shape, v.dtype, "op")
+        cut.source = Node(Detached, (v,), {}, (cut,), t.names)
+        self.graph.nodes.append(cut.source)
+        self.viewed.add(v.id)
+        self.know(t, cut)
+        return cut
 
     def derive(self, out: Any, fn: str, args: tuple, kwargs: dict) -> None:
         """Remember that the meta backend's ``fn`` made ``out`` (the meta backend's observer, while tracing)."""
@@ -277,6 +319,14 @@ class _Recorder:
         if _may_view(op):
             self.viewed.update(a.id for a in args if isinstance(a, Value))
         self.graph.nodes.append(node)
+        if is_grad_enabled() != self.grad_mode:
+            if not self.grad_mode:
+                raise Untraceable(op.name, "records a graph (enable_grad) inside a function called without grad "
+                                           "mode, and a replay runs every op in the call's mode")
+            # run under no_grad inside the function: a replay runs in grad mode, so the results are cut
+            # from the graph instead, as eagerly they have no history
+            for o, v in zip(outputs, outs):
+                self._detached(o, v, op.name)
 
 
 def _may_view(op: type) -> bool:
@@ -325,6 +375,10 @@ def capture(fn: Callable, leaves: List[Any], tree: Any, constants_on: Optional[s
         raise Untraceable("random numbers", "were drawn while tracing (nt.randn, dropout of a constant...), and a "
                                             "graph would repeat the same numbers at every call")
     out_leaves, graph.tree = flatten(result)
+    held = next((x for x in out_leaves if not isinstance(x, Tensor) and _holds_spec(x)), None)
+    if held is not None:
+        raise Untraceable("return", f"returns tensors inside a {type(held).__name__}, which a graph cannot make "
+                                    "again; return them in tuples, lists, dicts, named tuples or dataclasses")
     # generator expressions, whose variables end with them: a tensor left in a loop variable would count
     # as held from outside below
     graph.outputs.extend(recorder.value_of(x, "return") if isinstance(x, Tensor) else x for x in out_leaves)
@@ -344,6 +398,21 @@ def capture(fn: Callable, leaves: List[Any], tree: Any, constants_on: Optional[s
     return graph
 
 
+def _holds_spec(x: Any, budget: int = 10_000) -> bool:
+    """Whether a tensor of the dry run (a meta spec) is reachable from ``x`` (an object the function
+    returned that :func:`flatten` does not open), looking at up to ``budget`` objects."""
+    seen, todo = set(), [x]
+    while todo and len(seen) < budget:
+        y = todo.pop()
+        if id(y) in seen or isinstance(y, (type, str, bytes, int, float)):
+            continue
+        seen.add(id(y))
+        if isinstance(y, Tensor) and isinstance(raw(y), MetaArray):
+            return True
+        todo.extend(gc.get_referents(y))
+    return False
+
+
 def _still_held(refs: List["weakref.ref[Tensor]"]) -> bool:
     """Whether one of these tensors is still alive after the trace.  The trace's own objects may hold one in
     a reference cycle (the tensor stands for an edit's result, whose history has a node that saved the
@@ -355,6 +424,25 @@ def _still_held(refs: List["weakref.ref[Tensor]"]) -> bool:
         if not any(ref() is not None for ref in refs):
             return False
     return True
+
+
+class Detached(Op):
+    """``x`` without history: what ``detach()`` or an op under ``no_grad`` inside the function gives eagerly.
+    A program runs it as :func:`detach_as` (``detach()``'s own steps: the same array and version counter,
+    so that an edit of either shows in the other and graphs that saved ``x`` refuse it afterwards)."""
+
+    name = "detach"
+    differentiable = False
+    may_view = True  # the trace refuses in-place edits of it or of x, which others would see
+
+    @staticmethod
+    def forward(B, x):
+        return x
+
+
+def detach_as(x: Tensor, names) -> Tensor:
+    """A :class:`Detached` node's result at run time: ``x.detach()`` named ``names``."""
+    return leaf_view(x, names)
 
 
 class Computed(Op):

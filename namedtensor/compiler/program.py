@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Tuple
 from .._internal import backend_of, raw
 from ..autograd.graph import apply
 from ..tensor import Tensor
+from .capture import Detached, detach_as
 from .ir import Graph, Value, evaluate
 
 __all__ = ["Program", "build"]
@@ -45,7 +46,7 @@ class Program:
 
 def build(graph: Graph, report: Dict[str, int]) -> Program:
     """The program of ``graph``: a function ``run(inputs) -> output leaves``."""
-    scope: Dict[str, Any] = {"apply": apply, "evaluate": evaluate, "backend_of": backend_of}
+    scope: Dict[str, Any] = {"apply": apply, "evaluate": evaluate, "backend_of": backend_of, "detach_as": detach_as}
     lines = ["def run(inputs):"]
     externals = []
     used = graph.used()
@@ -84,6 +85,8 @@ def build(graph: Graph, report: Dict[str, int]) -> Program:
             scope[f"params{i}"] = n.params
             params = f"**params{i}" if n.params else ""
         call = f"apply(op{i}, ({args}), names{i}{', ' if params else ''}{params})"
+        if n.op is Detached:
+            call = f"detach_as({args[:-2]}, names{i})"
         if len(n.outputs) == 1 and n.op.n_outputs == 1:
             bind(n.outputs[0], call)
         else:

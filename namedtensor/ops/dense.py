@@ -51,14 +51,12 @@ class _Linear(Op):
         lead = math.prod(shape[:ax])
         if ax == len(shape) - 1:
             # (rows, in) @ (in, out): one matrix product, the transposed weight is a view
-            y = B.matmul(B.reshape(x, (lead, n_in)), B.permute_dims(w, (1, 0)))
-            if b is not None:
-                y = into(B, "add", y, b)
+            x2, wt = B.reshape(x, (lead, n_in)), B.permute_dims(w, (1, 0))
+            y = B.matmul(x2, wt) if b is None else B.addmm(b, x2, wt)
         else:
             # (out, in) @ (lead, in, rest): x's layout is kept, so the output needs no transpose either
-            y = B.matmul(w, B.reshape(x, (lead, n_in, math.prod(shape[ax + 1 :]))))
-            if b is not None:
-                y = into(B, "add", y, B.reshape(b, (n_out, 1)))
+            x3 = B.reshape(x, (lead, n_in, math.prod(shape[ax + 1 :])))
+            y = B.matmul(w, x3) if b is None else B.addmm(B.reshape(b, (n_out, 1)), w, x3)
         return B.reshape(y, shape[:ax] + (n_out,) + shape[ax + 1 :])
 
     @staticmethod

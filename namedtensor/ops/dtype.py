@@ -85,10 +85,12 @@ def _move(t: Tensor, B, non_blocking: bool) -> Tensor:
     """``t`` copied onto backend ``B`` (another device), recorded for autograd."""
     out = Tensor._make(backends.transfer(t.array, t._B, B, non_blocking), t._names, B)
     if B.device == "meta":  # a spec of t for a dry run (shapes only): a leaf of its own
+        if t._rg:
+            out.requires_grad_(True)  # before the tracer knows the spec: it refuses leaves it knows changing
         tracer = mode.current_tracer()
         if tracer is not None and hasattr(tracer, "alias_hook"):
             tracer.alias_hook(out, t)  # nt.compile's graph reads t itself where the dry run read its spec
-        return out.requires_grad_(True) if t._rg else out
+        return out
     if t._rg and mode.is_grad_enabled():
         record(_ToDevice, (t,), (out,), {"src": t.device}, None, B)
     return out
