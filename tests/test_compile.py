@@ -296,6 +296,35 @@ class _Counting(nn.Module):
         return x * self.calls
 
 
+class _Remembering(nn.Module):
+    """Keeps its last output, as an attribute or as a buffer (a running statistic written by assignment)."""
+
+    def __init__(self, as_buffer: bool):
+        super().__init__()
+        if as_buffer:
+            self.register_buffer("last", nt.zeros(3, names=("a",)))
+
+    def forward(self, x):
+        self.last = x * 2
+        return self.last + 1
+
+
+@pytest.mark.parametrize("as_buffer", [False, True])
+def test_a_module_that_keeps_a_tensor_of_its_forward_runs_eagerly(as_buffer):
+    # traced, the module would keep the dry run's stand-in, and a replay would never update it
+    module = _Remembering(as_buffer)
+    cf = nt.compile(module)
+    x = rnd(3, names=("a",))
+    with pytest.warns(UserWarning, match="runs eagerly from now on: a value read from outside: the function rebinds"):
+        got = cf(x)
+    assert module.last.device == "cpu" and (("last" in module._buffers) is as_buffer)
+    assert_close(module.last, x * 2)
+    assert_close(got, x * 2 + 1)
+    y = rnd(3, names=("a",), seed=1)
+    cf(y)
+    assert_close(module.last, y * 2)
+
+
 def test_a_closure_or_a_module_that_rebinds_what_it_reads_runs_eagerly():
     count = 0
 

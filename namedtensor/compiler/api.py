@@ -215,6 +215,7 @@ class CompiledFunction:
         closure's variable, a module's setting: ``x = x + 1`` on a counter), which a graph would not do at
         the next call: the values are put back first, so that the eager run that follows does it once."""
         before = self._outside()
+        modules = [] if self._module is None else [(d, dict(d)) for d in _module_dicts(self._module)]
         try:
             return capture(self.fn, leaves, tree)
         finally:
@@ -224,18 +225,21 @@ class CompiledFunction:
                     owner.cell_contents = value
                 else:
                     owner[key] = value
+            for d, was in modules:
+                if d.keys() != was.keys() or any(d[k] is not v for k, v in was.items()):
+                    changed.append(d)
+                    d.clear()
+                    d.update(was)
             if changed and sys.exc_info()[0] is None:
-                raise Untraceable(_REBINDS, "the function rebinds a global, a closure's variable "
-                                  "or a module's setting, which a graph would not rebind again at the next call")
+                raise Untraceable(_REBINDS, "the function rebinds a global, a closure's variable or a module's "
+                                  "attribute, which a graph would not rebind again at the next call")
 
     def _outside(self) -> List[Tuple[Any, Any, Any]]:
-        """``(owner, key, value)`` for what the function reads from outside: a module's settings (plain
-        attributes; ``state_key``), its closure cells (key None) and the globals it names."""
-        module, scope = self._module, self._globals
-        settings = [] if module is None else [(m.__dict__, k, v) for m in module.modules() for k, v in m.__dict__.items()
-                                              if k != "training" and is_plain_value(v)]
-        return (settings + [(c, None, _contents(c)) for c in self._cells]
-                + [(scope, n, scope[n]) for n in self._global_names if n in scope])
+        """``(owner, key, value)`` for the closure cells (key None) and the globals the function reads (a
+        module's attributes, its parameters, buffers and sub-modules: :func:`_module_dicts`)."""
+        scope = self._globals
+        return [(c, None, _contents(c)) for c in self._cells] + [(scope, n, scope[n]) for n in self._global_names
+                                                                  if n in scope]
 
     def _unhashable(self, why: str, args, kwargs) -> Any:
         """A call with an argument that can be no part of a signature (an array, a set): eager, said once."""
@@ -288,6 +292,18 @@ def _collection_paused():
         yield
     finally:
         gc.enable()
+
+
+def _module_dicts(module: Module):
+    """The dicts that hold a module tree's state: each module's attributes, parameters, buffers and
+    sub-modules (``self.cache = t`` in a forward lands in one of them)."""
+    for m in module.modules():
+        d = m.__dict__
+        yield d
+        for store in ("_parameters", "_buffers", "_modules"):
+            inner = d.get(store)
+            if isinstance(inner, dict):
+                yield inner
 
 
 def _read(owner: Any, key: Any) -> Any:
