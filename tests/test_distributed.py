@@ -123,6 +123,16 @@ def test_two_ranks_train_like_one_process_on_the_combined_batches(ranks):
 
 
 @needs_mpi
+def test_a_compiled_module_trains_data_parallel_as_the_eager_one(ranks):
+    assert both(ranks, "compiled_warnings") == []
+    assert max(both(ranks, "compiled_max_diff"), 0.0) <= 1e-12
+    # the wrapper compiled: eager from its first call on (it counts steps), the same training
+    warnings = both(ranks, "compiled_wrapper_warnings")
+    assert len(warnings) == 1 and "runs eagerly from now on: a value read from outside" in warnings[0]
+    assert both(ranks, "compiled_wrapper_max_diff") == 0.0
+
+
+@needs_mpi
 def test_buckets_in_reverse_registration_order_start_during_backward(ranks):
     # 300-byte buckets: fc2's and fc1.bias's gradients, fc1.weight's, then the unused parameter's
     assert both(ranks, "buckets") == [["fc1.bias", "fc2.weight", "fc2.bias"], ["fc1.weight"], ["spare"]]

@@ -213,6 +213,7 @@ class DistributedDataParallel(Module):
             loss.backward()                               # gradients averaged over the ranks
             opt.step()
 
+    ``module`` may be ``nt.compile(model)``: the wrapper trains ``model`` with its compiled forward.
     ``bucket_cap_mb``: the size of a gradient bucket in MiB; ``broadcast_buffers``: copy rank 0's
     buffers (running statistics) to every rank before each forward in training mode; ``overlap``:
     all-reduce each bucket during backward as soon as it is ready (False: all after backward).
@@ -223,13 +224,22 @@ class DistributedDataParallel(Module):
     def __init__(self, module: Module, bucket_cap_mb: float = 25.0, broadcast_buffers: bool = True,
                  overlap: bool = True) -> None:
         super().__init__()
+        from ..compiler import CompiledFunction  # the compiler imports nn, which imports this module's package
+
+        run = module
+        if isinstance(module, CompiledFunction) and isinstance(module.fn, Module):
+            # DDP(nt.compile(model)): the module's parameters and state, its compiled forward (compiling
+            # the wrapper instead runs eagerly: it counts steps and broadcasts buffers, which a graph skips)
+            module = module.fn
         if not isinstance(module, Module):
-            raise TypeError(f"DistributedDataParallel: expected an nn.Module, got {type(module).__name__}.")
+            raise TypeError(f"DistributedDataParallel: expected an nn.Module or nt.compile of one, got "
+                            f"{type(module).__name__}.")
         if not bucket_cap_mb > 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb!r}.")
         group = require_group("DistributedDataParallel")
         _check_same_model(group, module)
         self.module = module
+        self._run = run  # what forward calls: the module, or its compiled form
         self.bucket_cap_mb = bucket_cap_mb
         self.broadcast_buffers = broadcast_buffers
         self.overlap = overlap
@@ -325,7 +335,7 @@ class DistributedDataParallel(Module):
             with no_grad():
                 for t in self.module.buffers():
                     collectives.broadcast(t, 0, check=False)
-        return self.module(*args, **kwargs)
+        return self._run(*args, **kwargs)
 
     def _abandon(self) -> None:
         self._queued = False

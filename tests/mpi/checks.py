@@ -119,6 +119,29 @@ out["spare_grad_none"] = model.spare.grad is None
 out["state_dict_keys"] = sorted(ddp.state_dict())
 out["names_kept"] = all(q.grad is None or q.grad.names == q.names for q in model.parameters())
 
+# ----------------------------------------------------------------------------- DDP of a compiled module
+# the same training with the forward compiled: the same parameters as the eager wrapper's, no warning;
+# compiling the wrapper itself runs eagerly (it counts steps, broadcasts buffers), with a warning
+import warnings  # noqa: E402
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    nt.manual_seed(100 + rank)
+    compiled_model = S.Net()
+    S.train(dist.DistributedDataParallel(nt.compile(compiled_model), bucket_cap_mb=300 / 2 ** 20),
+            S.loaders(S.dataset(), [rank]))
+    out["compiled_max_diff"] = max(float(np.abs(a.detach().numpy() - b.detach().numpy()).max())
+                                   for a, b in zip(compiled_model.parameters(), model.parameters()))
+    out["compiled_warnings"] = [str(w.message) for w in caught]
+    del caught[:]
+    nt.manual_seed(100 + rank)
+    wrapper_model = S.Net()
+    S.train(nt.compile(dist.DistributedDataParallel(wrapper_model, bucket_cap_mb=300 / 2 ** 20)),
+            S.loaders(S.dataset(), [rank]))
+    out["compiled_wrapper_max_diff"] = max(float(np.abs(a.detach().numpy() - b.detach().numpy()).max())
+                                           for a, b in zip(wrapper_model.parameters(), model.parameters()))
+    out["compiled_wrapper_warnings"] = [str(w.message) for w in caught]
+
 # ----------------------------------------------------------------------------- overlap
 ds = S.dataset()
 bx, by = ds[rank * 4]
