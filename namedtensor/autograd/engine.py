@@ -29,6 +29,7 @@ above the ops and calls them by their functions (``add``, ``to``...); ``backward
 
 from __future__ import annotations
 
+import functools
 import heapq
 import sys
 import threading
@@ -418,8 +419,10 @@ def run_backward(roots, grad_outputs=None, retain_graph: Optional[bool] = None, 
     with ``inputs`` their gradients are returned (one per input) and ``.grad`` is left alone.
     """
     tracer = current_tracer()
-    if tracer is not None and hasattr(tracer, "backward_hook"):
-        tracer.backward_hook()  # a tracer that cannot record a backward pass refuses it (nt.compile)
+    # nt.compile's tracer records the pass as a step of its graph (then it does not run now), or refuses it
+    if (tracer is not None and hasattr(tracer, "backward_hook")
+            and tracer.backward_hook(roots, grad_outputs, retain_graph, create_graph, inputs)):
+        return None
     roots = _as_seq(roots)
     if retain_graph is None:
         retain_graph = create_graph
@@ -457,8 +460,9 @@ def zero_grads(tensors, set_to_none: bool = True) -> None:
     """Reset the ``.grad`` of each tensor, for ``Module.zero_grad`` and ``Optimizer.zero_grad``: to None
     (no memory kept; the next backward assigns), or to zeros, in place as in PyTorch (a leaf's
     gradient owns its buffer); a gradient with a graph (``create_graph``) is replaced by plain zeros."""
-    outside_ops("zero_grad", "resets gradients, which a graph would not reset again at the next call; call it "
-                             "outside the compiled function")
+    tensors = list(tensors)
+    if outside_ops("zero_grad", "resets gradients", replay=functools.partial(zero_grads, tensors, set_to_none)):
+        return
     for t in tensors:
         g = t.grad
         if g is None:

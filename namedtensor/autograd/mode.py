@@ -20,11 +20,12 @@ class _ThreadState(threading.local):
 
     #: ``(grad mode on, tracer or None)``; the tracer is called as ``fn(op, inputs, outputs, params)``
     #: after every op while a shape trace, conversion mode, a profile or ``nt.compile`` records (tracing.py,
-    #: conversion.py, profiler.py, compiler/capture.py).  A tracer may also have ``backward_hook()``,
-    #: called when a backward pass starts, ``edit_hook(t, op)``, before an in-place op writes into ``t``
+    #: conversion.py, profiler.py, compiler/capture.py).  A tracer may also have
+    #: ``backward_hook(roots, grad_outputs, retain_graph, create_graph, inputs)``, called when a backward
+    #: pass starts (True: the tracer recorded it, and the pass does not run now), ``edit_hook(t, op)``, before an in-place op writes into ``t``
     #: (refusing it, or letting the op make its result a value that ``t`` stands for from then on:
     #: ``edited(t, result)``, ops/inplace.py), ``inplace_hook(t, op)``, before a sampler draws into ``t``
-    #: (refusing it), ``state_hook(what, why, tensor)``, before a step that reads or changes state no op carries
+    #: (refusing it), ``state_hook(what, why, tensor, replay)``, before a step that reads or changes state no op carries
     #: (``.grad``, an optimizer's or a scheduler's step: :func:`outside_ops`), ``traces_compositions``,
     #: which makes ops that are one fused step record their parts (ops/_common.traced_as_composition),
     #: ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``, and
@@ -59,15 +60,17 @@ def op_span() -> Tuple[int, int]:
     return state.span
 
 
-def outside_ops(what: str, why: str, tensor=None) -> None:
+def outside_ops(what: str, why: str, tensor=None, replay: Optional[Callable[[], object]] = None) -> bool:
     """Tell this thread's tracer, before it happens, that step ``what`` reads or changes state that no op
-    carries (``why``; of ``tensor``, where one is concerned): nt.compile's tracer refuses it, since a
-    replayed graph runs only ops."""
+    carries (``why``; of ``tensor``, where one is concerned).  nt.compile's tracer records a step that
+    ``replay()`` can make again at every call (an optimizer's step, ``zero_grad``) as a step of its graph,
+    and then the caller skips it now (True); it refuses the others.  False: go on (no such tracer)."""
     tracer = state.current[1]
     if tracer is not None:
         hook = getattr(tracer, "state_hook", None)
         if hook is not None:
-            hook(what, why, tensor)
+            return bool(hook(what, why, tensor, replay))
+    return False
 
 
 def swap_tracer(tracer: Optional[Callable]) -> Optional[Callable]:

@@ -59,7 +59,7 @@ def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
 def absorbs(n: Node) -> bool:
     """Whether ``n`` ends a chain's kernel: a sum or mean of a float tensor over any dims, or a softmax or
     log-softmax along its last dim (scale + mask + softmax in one pass)."""
-    x = n.args[0] if n.args else None
+    x = n.args[0] if n.args and n.outputs else None  # a step (a backward pass) has no outputs
     if not (isinstance(x, Value) and x.dtype in formulas.FLOATS and n.outputs[0].dtype == x.dtype):
         return False
     return formulas.reduces(n.op, n.params, len(x.shape)) or formulas.softmaxes_last(n.op, n.params, len(x.shape))

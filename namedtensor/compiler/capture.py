@@ -7,14 +7,16 @@ externals (parameters, tensors from closures) or constants (made during the trac
 else); see ir.py.
 
 What a graph cannot replay makes the trace stop with :class:`Untraceable`, naming the op or the step:
-a value the code reads (``bool(t)``, ``t.item()``, a boolean mask: :class:`DataDependentError`), a
-``backward()`` inside the function, a step on state that no op carries (reading or setting ``.grad``,
-``zero_grad``, an optimizer's or a scheduler's step: ``state_hook``), ``enable_grad`` inside a call
+a value the code reads (``bool(t)``, ``t.item()``, a boolean mask: :class:`DataDependentError`),
+gradients handed back to the function (``nt.grad``), a step on state that no op carries and that no
+call makes again (reading or setting ``.grad``, a hook: ``state_hook``), ``enable_grad`` inside a call
 without grad mode, a leaf made to require grad, an in-place write that someone else would see (into an argument,
 an external, a view; ``edit_hook``), random numbers drawn outside an op, or params computed from traced
 values outside the op.  ``nt.compile`` then runs the function eagerly, with a warning.  Other in-place
 writes become the ops they are: the tensor written stands for the op's new value from then on
-(``edited``), so the graph stays pure.  Values made without history (ops under ``no_grad``, ``detach()``,
+(``edited``), so the graph stays pure but for its steps: a ``backward()``, ``zero_grad`` and an
+optimizer's or a scheduler's ``step()`` become :class:`Step` nodes, which a replay runs in their
+place (the dry run skips them).  Values made without history (ops under ``no_grad``, ``detach()``,
 ``.data``) go through a :class:`Detached` node, since a replay runs in the call's grad mode.
 
 :func:`signature` is the cache key of a call: for each tensor argument its names, shape, dtype, device
@@ -26,6 +28,7 @@ constants a factory makes inside), and what the function reads from outside (``a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import sys
 import weakref
@@ -169,17 +172,37 @@ class _Recorder:
         self.made_here: Dict[int, "weakref.ref[Tensor]"] = {}  # id(tensor) -> a tensor a factory made in the trace
         self.edited_made: List["weakref.ref[Tensor]"] = []  # those of them written into
 
-    def backward_hook(self) -> None:
-        raise Untraceable("backward", "a backward pass inside the compiled function is not traced yet; "
-                                      "compile the forward (the loss) and call backward() outside it")
+    def backward_hook(self, roots, grad_outputs, retain_graph, create_graph, inputs) -> bool:
+        """A backward pass inside the function: a :class:`Step` of the graph that runs it on the replay's
+        tensors, in its place among the other steps (the dry run computes no gradient).  ``nt.grad`` and
+        ``backward(inputs=...)``, whose gradients the function reads, are refused."""
+        if inputs is not None:
+            raise Untraceable("backward", "gradients returned to the function (nt.grad, backward(inputs=...)) "
+                                          "are values a graph cannot hand back; call backward() without inputs")
+        roots = list(roots) if isinstance(roots, (list, tuple)) else [roots]
+        given = grad_outputs if isinstance(grad_outputs, (list, tuple)) else [grad_outputs] * (grad_outputs is not None)
+        if not all(isinstance(t, Tensor) for t in (*roots, *given)):
+            raise Untraceable("backward", "a gradient given as something other than a tensor")
+        args = tuple(self.value_of(t, "backward") for t in (*roots, *given))
+        self._step("backward", functools.partial(_backward_step, len(roots), bool(given), retain_graph, create_graph),
+                   args)
+        return True
 
-    def state_hook(self, what: str, why: str, t: Optional[Tensor]) -> None:
-        """A step on state that no op carries (``.grad``, an optimizer's step: ``mode.outside_ops``), which the
-        graph would not replay.  A meta tensor the trace has not met (``t``) is the dry run's own: a
-        parameter moved to the meta device (``with_param``) takes its ``requires_grad``."""
+    def state_hook(self, what: str, why: str, t: Optional[Tensor], replay: Optional[Callable]) -> bool:
+        """A step on state that no op carries (``mode.outside_ops``): one that ``replay()`` makes again (an
+        optimizer's step, ``zero_grad``, a scheduler's step) becomes a :class:`Step` of the graph; the
+        others (reading ``.grad``...), which the graph would not replay, are refused.  A meta tensor the
+        trace has not met (``t``) is the dry run's own: a parameter moved to the meta device
+        (``with_param``) takes its ``requires_grad``."""
+        if replay is not None:
+            self._step(what, replay, ())
+            return True
         if t is not None and isinstance(raw(t), MetaArray) and id(t) not in self.seen:
-            return
+            return False
         raise Untraceable(what, why)
+
+    def _step(self, what: str, run: Callable, args: tuple) -> None:
+        self.graph.nodes.append(Node(Step, args, {"what": what, "run": run}, (), None))
 
     def inplace_hook(self, t: Tensor, op: str) -> None:
         """A sampler's draw into ``t`` (``uniform_``...): random numbers a graph would repeat."""
@@ -424,6 +447,22 @@ def _still_held(refs: List["weakref.ref[Tensor]"]) -> bool:
         if not any(ref() is not None for ref in refs):
             return False
     return True
+
+
+class Step(Op):
+    """A step with effects outside the graph's values, in its place among the nodes: a backward pass, an
+    optimizer's or a scheduler's step, ``zero_grad``.  A program calls ``params["run"]`` with the
+    tensors of its arguments; the passes keep it, and move, merge or fuse nothing across it."""
+
+    name = "step"
+    differentiable = False
+    effect = True
+
+
+def _backward_step(n_roots: int, given: bool, retain_graph, create_graph, *tensors) -> None:
+    from ..autograd.engine import run_backward  # the engine imports the ops, which this module's users import
+
+    run_backward(list(tensors[:n_roots]), list(tensors[n_roots:]) if given else None, retain_graph, create_graph)
 
 
 class Detached(Op):

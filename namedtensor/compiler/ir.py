@@ -99,6 +99,11 @@ class Node:
         """Whether the node draws random numbers at every call (dropout's mask)."""
         return draws(self.params)
 
+    def effect(self) -> bool:
+        """Whether the node is a step with effects outside the graph's values (capture.Step: a backward
+        pass, an optimizer's step), which keeps its place."""
+        return getattr(self.op, "effect", False)
+
     def values_read(self) -> List[Value]:
         """The values this node reads: its tensor arguments and the arrays among its params."""
         read = [a for a in self.args if isinstance(a, Value)]
@@ -106,8 +111,10 @@ class Node:
         return read
 
     def __repr__(self) -> str:
-        outs = ", ".join(f"{v!r}: {v.describe()}" for v in self.outputs)
         args = ", ".join(repr(a) for a in self.args)
+        if self.effect():
+            return f"{self.params['what']}({args})"
+        outs = ", ".join(f"{v!r}: {v.describe()}" for v in self.outputs)
         params = "".join(f", {k}={_short(v)}" for k, v in self.params.items())
         return f"{outs} = {self.op.name}({args}{params})"
 

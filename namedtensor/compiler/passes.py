@@ -2,10 +2,10 @@
 Numba row kernels.
 
 Every pass takes a :class:`~namedtensor.compiler.ir.Graph` and rewrites it in place.  A traced graph
-is pure (in-place writes are traced as new values, and backward passes and random draws refuse to
-trace; see capture.py), so a node
+is pure (in-place writes are traced as new values, and random draws refuse to trace; see capture.py)
+but for its steps (``Node.effect``: a backward pass, an optimizer's step), so a node
 may be dropped when nothing reads its outputs, merged with an identical earlier one, or evaluated once
-when it reads constants only.
+when it reads constants only; a step is kept where it is, and nothing is merged, moved or fused across it.
 
 Before fusion, a linear layer whose output only one fusible node reads gives its bias to an add node
 of its own (``split_biases``), so that the bias joins the chain's kernel (bias + GELU: one pass instead
@@ -58,7 +58,7 @@ def eliminate_dead_code(graph: Graph) -> int:
     live = {v.id for v in graph.outputs if isinstance(v, Value)}
     kept: List[Node] = []
     for n in reversed(graph.nodes):
-        if any(v.id in live for v in n.outputs):
+        if n.effect() or any(v.id in live for v in n.outputs):
             kept.append(n)
             live.update(v.id for v in n.values_read())
     dropped = len(graph.nodes) - len(kept)
@@ -88,6 +88,10 @@ def eliminate_common_subexpressions(graph: Graph) -> int:
         if replace:
             _rewrite_node(n, replace)
         if n.draws():  # two draws are two different masks
+            kept.append(n)
+            continue
+        if n.effect():  # a step: two are two steps, and a node after it may read what it changed
+            seen.clear()
             kept.append(n)
             continue
         try:
@@ -121,7 +125,7 @@ def fold_constants(graph: Graph) -> int:
     folded = 0
     for n in graph.nodes:
         reads = n.values_read()
-        if reads and not n.computed_params() and all(v.kind == "constant" for v in reads):
+        if reads and not n.effect() and not n.computed_params() and all(v.kind == "constant" for v in reads):
             with no_grad():
                 out = apply(n.op, tuple(a.source if isinstance(a, Value) else a for a in n.args), n.names, **n.params)
             for v, t in zip(n.outputs, out if isinstance(out, tuple) else (out,)):
@@ -160,6 +164,9 @@ def split_biases(graph: Graph, fusible: Callable[[Node], bool], add: type) -> in
     out: List[Node] = []
     count = 0
     for n in graph.nodes:
+        if not n.outputs:  # a step
+            out.append(n)
+            continue
         y = n.outputs[0]
         reads = [graph.nodes[i] for i in readers.get(y.id, [])]
         if (n.op.name == "linear" and len(n.args) == 3 and isinstance(n.args[2], Value) and not n.params["t"]
@@ -250,7 +257,7 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
             run_end = i
             close(reduced=True)
             continue
-        if run and not fusible(n) and not n.draws() and not _reads(n, run):
+        if run and not fusible(n) and not n.draws() and not n.effect() and not _reads(n, run):
             deferred.append(n)  # it can run before the fused node: the run goes on after it
             continue
         close()

@@ -53,7 +53,8 @@ class LRScheduler:
 
     def step(self) -> None:
         """Move to the next epoch and set the groups' lrs; call it after ``optimizer.step()``."""
-        _refuse_trace(self)
+        if _traced(self):
+            return
         self._step_count += 1
         self.last_epoch += 1
         self._set(self.get_lr())
@@ -79,9 +80,9 @@ class LRScheduler:
         return f"{type(self).__name__}(last_epoch={self.last_epoch}, last_lr={self._last_lr})"
 
 
-def _refuse_trace(scheduler: LRScheduler) -> None:
-    outside_ops(f"{type(scheduler).__name__}.step", "changes the learning rates, which a graph would not change again "
-                "at the next call; call it outside the compiled function")
+def _traced(scheduler: LRScheduler) -> bool:
+    """Whether nt.compile made the step one of its graph's steps (then it runs at every call, not now)."""
+    return outside_ops(f"{type(scheduler).__name__}.step", "changes the learning rates", replay=scheduler.step)
 
 
 def _copy(v: Any) -> Any:
@@ -233,7 +234,8 @@ class SequentialLR(LRScheduler):
         return [s._lr(i, base, epoch) for i, base in enumerate(s.base_lrs)]
 
     def step(self) -> None:
-        _refuse_trace(self)
+        if _traced(self):
+            return
         self._step_count += 1
         self.last_epoch += 1
         s, epoch = self._current()

@@ -130,9 +130,11 @@ class Optimizer:
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """Update every parameter that has a grad, in place.  ``closure`` (optional) re-evaluates the
         model and returns the loss; it runs with grad enabled, before the update, and its result is returned."""
-        outside_ops(f"{type(self).__name__}.step", "updates the parameters in place on their arrays, which a graph "
-                    "would not update again at the next call; compile the loss, and call backward() and step() "
-                    "outside it")
+        # nt.compile makes the step one of its graph's steps, run at every call; not with a closure, which
+        # re-evaluates the model and returns its loss to the function
+        if outside_ops(f"{type(self).__name__}.step", "takes a closure, which re-evaluates the model during the "
+                       "step; call it outside the compiled function", replay=None if closure is not None else self.step):
+            return None
         loss = None
         if closure is not None:
             with enable_grad():
