@@ -13,7 +13,8 @@ medians of per-round ratios):
   backward: namedtensor eager, compiled (one kernel each way), PyTorch eager.
 * ``step``: one training step (forward, backward, AdamW) of bench/train_step.py's block (batch 16, seq
   128, model 256, 8 heads, MLP 1024): eager (``AdamW()``), the block and its loss compiled (one function)
-  with ``AdamW(fused=True)``, PyTorch eager with ``AdamW(fused=True)`` (its fastest CPU update), and JAX
+  with ``AdamW(fused=True)``, the whole step compiled (its backward and update steps of the graph),
+  PyTorch eager with ``AdamW(fused=True)`` (its fastest CPU update), and JAX
   with the whole step (loss,
   ``jax.grad``, the AdamW update) under one ``jax.jit``; against the matmul floor, the step's 10.47 GFLOP
   of matrix products at the float32 matmul rate measured here on the same threads.  Peak memory as
@@ -58,7 +59,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--part", choices=("loop", "softmax", "step", "compile", "all"), default="all")
-    p.add_argument("--child", choices=("memory eager", "memory compiled", "memory torch", "memory jax", "compile time",
+    p.add_argument("--child", choices=("memory eager", "memory compiled", "memory compiled whole step", "memory torch",
+                                       "memory jax", "compile time",
                                        "numba start", "jax compile time", "alone eager", "alone compiled", "alone compiled unretained"),
                    help=argparse.SUPPRESS)
     return p.parse_args()
@@ -266,7 +268,8 @@ def jax_step_fn(a: argparse.Namespace):
 
 def steps() -> dict:
     a = step_args()
-    fns = {"eager": TS.nt_step_fn(a), "compiled": TS.nt_step_fn(a, compiled=True, fused=True)}
+    fns = {"eager": TS.nt_step_fn(a), "compiled": TS.nt_step_fn(a, compiled=True, fused=True),
+           "compiled whole step": TS.nt_step_fn(a, compiled=True, fused=True, whole=True)}
     if torch is not None:
         fns["torch"] = TS.torch_step_fn(a, fused=True)
     if jax is not None:

@@ -102,9 +102,10 @@ def data(a: argparse.Namespace):
 # ----------------------------------------------------------------------------- namedtensor
 
 
-def nt_step_fn(a: argparse.Namespace, compiled: bool = False, fused: bool = False):
+def nt_step_fn(a: argparse.Namespace, compiled: bool = False, fused: bool = False, whole: bool = False):
     """namedtensor's step; with ``compiled`` the block and its loss run through ``nt.compile`` (as one
-    function: the loss fuses with the block's last ops), with ``fused`` the update is ``AdamW(fused=True)``
+    function: the loss fuses with the block's last ops), with ``whole`` too the whole step (the backward and
+    the update are steps of the compiled graph), with ``fused`` the update is ``AdamW(fused=True)``
     (bench/compile.py)."""
     block = nt.nn.TransformerBlock("embed", a.model, a.heads, a.mlp)
     w = initial_weights(a)
@@ -125,15 +126,21 @@ def nt_step_fn(a: argparse.Namespace, compiled: bool = False, fused: bool = Fals
     def loss_of(x, y):
         return nt.nn.functional.mse_loss(block(x, is_causal=a.causal), y)
 
-    if compiled:
+    if compiled and not whole:
         loss_of = nt.compile(loss_of)
 
-    def step() -> float:
+    def train(x, y):
         loss = loss_of(x, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        return loss.item()
+        return loss.detach()
+
+    if whole:
+        train = nt.compile(train)
+
+    def step() -> float:
+        return train(x, y).item()
 
     return step
 

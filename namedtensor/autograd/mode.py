@@ -22,11 +22,12 @@ class _ThreadState(threading.local):
     #: after every op while a shape trace, conversion mode, a profile or ``nt.compile`` records (tracing.py,
     #: conversion.py, profiler.py, compiler/capture.py).  A tracer may also have
     #: ``backward_hook(roots, grad_outputs, retain_graph, create_graph, inputs)``, called when a backward
-    #: pass starts (True: the tracer recorded it, and the pass does not run now), ``edit_hook(t, op)``, before an in-place op writes into ``t``
-    #: (refusing it, or letting the op make its result a value that ``t`` stands for from then on:
-    #: ``edited(t, result)``, ops/inplace.py), ``inplace_hook(t, op)``, before a sampler draws into ``t``
-    #: (refusing it), ``state_hook(what, why, tensor, replay)``, before a step that reads or changes state no op carries
-    #: (``.grad``, an optimizer's or a scheduler's step: :func:`outside_ops`), ``traces_compositions``,
+    #: pass starts (True: the tracer recorded it, and the pass does not run now), ``edit_hook(t, op)``,
+    #: before an in-place op writes into ``t`` (refusing it, or letting the op make its result a value
+    #: that ``t`` stands for from then on: ``edited(t, result)``, ops/inplace.py), ``inplace_hook(t, op)``,
+    #: before a sampler draws into ``t`` (refusing it), ``state_hook(what, why, tensor, replay)``, before
+    #: a step on state that no op carries (``.grad``, an optimizer's or a scheduler's step:
+    #: :func:`outside_ops`), ``traces_compositions``,
     #: which makes ops that are one fused step record their parts (ops/_common.traced_as_composition),
     #: ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``, and
     #: ``run_backward_node(node, grads)``, which runs a graph node's backward for the engine (and times

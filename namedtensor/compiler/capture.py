@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .. import _dtypes
 from .._internal import backend_of, leaf_view, raw, swap_tracer, version_counter, wrap
+from ..autograd.engine import run_backward
 from ..autograd.graph import Op
 from ..autograd.mode import is_grad_enabled
 from ..backends import get as backend_for, made as made_backends
@@ -460,8 +461,7 @@ class Step(Op):
 
 
 def _backward_step(n_roots: int, given: bool, retain_graph, create_graph, *tensors) -> None:
-    from ..autograd.engine import run_backward  # the engine imports the ops, which this module's users import
-
+    """A backward :class:`Step` at run time: the pass on the replay's roots (and given gradients)."""
     run_backward(list(tensors[:n_roots]), list(tensors[n_roots:]) if given else None, retain_graph, create_graph)
 
 
