@@ -14,8 +14,8 @@ without grad mode, a leaf made to require grad, an in-place write that someone e
 an external, a view; ``edit_hook``), random numbers drawn outside an op, or params computed from traced
 values outside the op.  ``nt.compile`` then runs the function eagerly, with a warning.  Other in-place
 writes become the ops they are: the tensor written stands for the op's new value from then on
-(``edited``), so the graph stays pure but for its steps: a ``backward()``, ``zero_grad`` and an
-optimizer's or a scheduler's ``step()`` become :class:`Step` nodes, which a replay runs in their
+(``edited``), so the graph stays pure but for its steps: a ``backward()``, ``zero_grad``, gradient
+clipping and an optimizer's or a scheduler's ``step()`` become :class:`Step` nodes, which a replay runs in their
 place (the dry run skips them).  Values made without history (ops under ``no_grad``, ``detach()``,
 ``.data``) go through a :class:`Detached` node, since a replay runs in the call's grad mode.
 
@@ -189,15 +189,26 @@ class _Recorder:
                    args)
         return True
 
-    def state_hook(self, what: str, why: str, t: Optional[Tensor], replay: Optional[Callable]) -> bool:
+    def state_hook(self, what: str, why: str, t: Optional[Tensor], replay: Optional[Callable],
+                   result: Optional[Tuple[str, Any]]) -> Any:
         """A step on state that no op carries (``mode.outside_ops``): one that ``replay()`` makes again (an
-        optimizer's step, ``zero_grad``, a scheduler's step) becomes a :class:`Step` of the graph; the
-        others (reading ``.grad``...), which the graph would not replay, are refused.  A meta tensor the
-        trace has not met (``t``) is the dry run's own: a parameter moved to the meta device
+        optimizer's step, ``zero_grad``, gradient clipping) becomes a :class:`Step` of the graph, and a 0-dim
+        tensor it returns (``result``: its dtype) a value of the graph, whose stand-in goes back to the
+        function; the others (reading ``.grad``...), which the graph would not replay, are refused.  A meta
+        tensor the trace has not met (``t``) is the dry run's own: a parameter moved to the meta device
         (``with_param``) takes its ``requires_grad``."""
         if replay is not None:
-            self._step(what, replay, ())
-            return True
+            if result is None:
+                self._step(what, replay, ())
+                return True
+            dtype = _dtypes.as_dtype(result)
+            spec = wrap(MetaArray((), META.native(dtype)), (), META)
+            v = self.graph.new_value((), (), str(raw(spec).dtype), "op")
+            v.source = Node(Step, (), {"what": what, "run": functools.partial(_returning, what, dtype, replay)},
+                            (v,), ())
+            self.graph.nodes.append(v.source)
+            self.know(spec, v)
+            return spec
         if t is not None and isinstance(raw(t), MetaArray) and id(t) not in self.seen:
             return False
         raise Untraceable(what, why)
@@ -458,6 +469,17 @@ class Step(Op):
     name = "step"
     differentiable = False
     effect = True
+
+
+def _returning(what: str, dtype, replay: Callable) -> Tensor:
+    """A :class:`Step` that returns a 0-dim tensor, at run time: its result, of the dtype the graph was
+    traced with (the ops after it were)."""
+    out = replay()
+    if out.dtype is not dtype or out.ndim:
+        raise RuntimeError(f"{what} inside nt.compile: it returned a tensor of shape {tuple(out.shape)} and dtype "
+                           f"{out.dtype!r}, but the graph was traced for a 0-dim {dtype!r} (the gradients' dtype "
+                           "changed); call it outside the compiled function.")
+    return out
 
 
 def _backward_step(n_roots: int, given: bool, retain_graph, create_graph, *tensors) -> None:

@@ -113,7 +113,8 @@ class Node:
     def __repr__(self) -> str:
         args = ", ".join(repr(a) for a in self.args)
         if self.effect():
-            return f"{self.params['what']}({args})"
+            outs = "".join(f"{v!r}: {v.describe()} = " for v in self.outputs)
+            return f"{outs}{self.params['what']}({args})"
         outs = ", ".join(f"{v!r}: {v.describe()}" for v in self.outputs)
         params = "".join(f", {k}={_short(v)}" for k, v in self.params.items())
         return f"{outs} = {self.op.name}({args}{params})"

@@ -89,7 +89,10 @@ def build(graph: Graph, report: Dict[str, int]) -> Program:
             call = f"detach_as({args[:-2]}, names{i})"
         if n.effect():
             scope[f"step{i}"] = n.params["run"]
-            lines.append(f"    step{i}({args[:-2]})")
+            if n.outputs:
+                bind(n.outputs[0], f"step{i}({args[:-2]})")
+            else:
+                lines.append(f"    step{i}({args[:-2]})")
             continue
         if len(n.outputs) == 1 and n.op.n_outputs == 1:
             bind(n.outputs[0], call)

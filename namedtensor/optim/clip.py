@@ -8,22 +8,25 @@ the same gradient) or be a read-only broadcast, so an in-place write could scale
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Iterable, List, Union
 
 from .. import _dtypes, backends
 from .._internal import backend_of, wrap
+from ..autograd.mode import outside_ops
 from ..tensor import Tensor
 
 Tensors = Union[Tensor, Iterable[Tensor]]
 
 
-def _with_grads(parameters: Tensors, op: str) -> List[Tensor]:
+def _tensors(parameters: Tensors, op: str) -> List[Tensor]:
+    """The parameters given, as a list (read once: a generator such as ``model.parameters()``)."""
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     for p in params:
         if not isinstance(p, Tensor):
             raise TypeError(f"{op}: parameters must be tensors, got a {type(p).__name__}.")
-    return [p for p in params if p.grad is not None]
+    return params
 
 
 def _norm(g: Tensor, norm_type: float) -> float:
@@ -50,13 +53,21 @@ def clip_grad_norm_(parameters: Tensors, max_norm: float, norm_type: float = 2.0
     ``error_if_nonfinite=True``; otherwise the gradients are scaled by it (giving zeros or NaNs).
     """
     op = "clip_grad_norm_"
-    params = _with_grads(parameters, op)
+    given = _tensors(parameters, op)
     norm_type = float(norm_type)
     if not (norm_type > 0):
         raise ValueError(f"{op}: norm_type must be a positive number or inf, got {norm_type}.")
     max_norm = float(max_norm)
     if not (max_norm >= 0):
         raise ValueError(f"{op}: max_norm must be >= 0, got {max_norm}.")
+    # nt.compile makes the clipping a step of its graph, run at every call on that call's gradients
+    trainable = [p for p in given if p.requires_grad]
+    replay = functools.partial(clip_grad_norm_, given, max_norm, norm_type, error_if_nonfinite)
+    traced = outside_ops(op, "scales the gradients", replay=replay,
+                         result=trainable[0].dtype if trainable else _dtypes.float32)
+    if traced is not False:
+        return traced
+    params = [p for p in given if p.grad is not None]
     if not params:
         B = backends.cpu()
         return wrap(B.asarray(0.0, dtype=_dtypes.float32), (), B)
@@ -84,10 +95,15 @@ def clip_grad_norm_(parameters: Tensors, max_norm: float, norm_type: float = 2.0
 def clip_grad_value_(parameters: Tensors, clip_value: float) -> None:
     """Clamp every gradient element of ``parameters`` to ``[-clip_value, clip_value]``."""
     op = "clip_grad_value_"
+    given = _tensors(parameters, op)
     clip_value = float(clip_value)
     if not (clip_value >= 0):
         raise ValueError(f"{op}: clip_value must be >= 0, got {clip_value}.")
-    for p in _with_grads(parameters, op):
+    if outside_ops(op, "clamps the gradients", replay=functools.partial(clip_grad_value_, given, clip_value)):
+        return
+    for p in given:
+        if p.grad is None:
+            continue
         g = p.grad
         B = backend_of(g)
         p.grad = wrap(B.clip(g.array, -clip_value, clip_value), g.names, B)
