@@ -145,8 +145,8 @@ class CompiledFunction:
         scope = self._globals
         # every call pays this loop (a compiled call of a small chain costs a few microseconds): the
         # class tests come inline, the plain scalars first
-        for x in [_contents(c) for c in self._cells] if self._cells else ():
-            _hold(held, x)
+        for c in self._cells:
+            _hold(held, _contents(c))
         for n in self._global_names:
             _hold(held, scope.get(n))
         return tuple(held)
