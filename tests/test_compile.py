@@ -865,6 +865,36 @@ def test_a_whole_training_step_compiles_with_its_backward_and_updates_in_order(b
     assert len(step.cache) == 1
 
 
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_a_compiled_step_updates_with_the_fused_adam_kernel_the_same_values(monkeypatch, amsgrad):
+    pytest.importorskip("numba")
+    from namedtensor.backends import numba_kernels
+
+    calls = []
+    adam_ = numba_kernels.adam_
+    monkeypatch.setattr(numba_kernels, "adam_", lambda *a, **k: calls.append(1) or adam_(*a, **k))
+    x, y = rnd(16, 4, names=("b", "x")), rnd(16, 2, names=("b", "y"), seed=1)
+    results = {}
+    for fused in (None, False):
+        calls.clear()
+        nt.manual_seed(0)
+        model = nn.Sequential(nn.Linear("x", "h", 4, 8), nn.GELU(), nn.Linear("h", "y", 8, 2))
+        opt = nt.optim.AdamW(model.parameters(), lr=0.05, amsgrad=amsgrad, fused=fused)
+        step = nt.compile(lambda x, y: _whole_step(model, opt, _NoSchedule(), x, y), fullgraph=True)
+        for _ in range(3):
+            step(x, y)
+        results[fused] = [p.detach().numpy() for p in model.parameters()]
+        assert not opt.in_graph
+        assert len(calls) == (3 if fused is None else 0)  # fused=False keeps the chunked update
+    for a, b in zip(results[None], results[False]):
+        np.testing.assert_array_equal(a, b)  # bit for bit
+
+
+class _NoSchedule:
+    def step(self):
+        pass
+
+
 def test_a_step_that_returns_a_norm_of_another_dtype_than_traced_raises():
     # the norm's dtype is the first trainable parameter's, which here gets no gradient: the graph's ops
     # after the step were traced for float64, and the replay's norm is float32

@@ -22,7 +22,9 @@ parameter after the other.  With amsgrad or maximize each parameter is updated a
 ``fused=True`` (PyTorch's spelling) updates each CPU parameter in one pass of a Numba kernel
 (``backends/numba_kernels.adam_``, the ``jit`` extra), amsgrad and maximize included, with the same
 values bit for bit; on a GPU it is the ``adamw_`` kernel (which takes neither amsgrad nor maximize).
-``foreach`` is accepted for PyTorch's code: the grouped update above is what it asks for.
+``foreach`` is accepted for PyTorch's code: the grouped update above is what it asks for.  In a training
+step compiled whole (``nt.compile``, the step one of the graph's steps) ``fused=None`` takes the fused
+update on the CPU where Numba is installed: the same values, in one kernel.
 
 State per parameter: ``"step"`` (an int), ``"exp_avg"`` (m), ``"exp_avg_sq"`` (v) and, with amsgrad,
 ``"max_exp_avg_sq"``, the tensors named like ``p``.
@@ -74,6 +76,9 @@ class Adam(Optimizer):
 
     def _update_group(self, group: Dict[str, Any], todo: List[Tuple[Tensor, Any]]) -> None:
         amsgrad, maximize, fused = group["amsgrad"], group["maximize"], group["fused"]
+        if fused is None and self.in_graph:
+            # a compiled training step: the update in one kernel, the same values bit for bit
+            fused = all(backend_of(p).name == "numpy" for p, _ in todo) and _numba_kernels() is not None
         if (amsgrad or maximize) and not fused:
             super()._update_group(group, todo)
             return
@@ -152,13 +157,21 @@ def _check_fused(kind: str, group: Dict[str, Any], params: List[Tensor]) -> None
                                   "maximize; use fused=None there.")
 
 
-def _fused_kernels(kind: str):
-    """The module of the fused CPU update, imported (with Numba) when first needed."""
+def _numba_kernels():
+    """The module of the fused CPU update, or None without Numba."""
     try:
         from ..backends import numba_kernels
     except ImportError:
-        raise RuntimeError(f"{kind}(fused=True) on the CPU needs Numba: pip install 'named-tensors[jit]'.") from None
+        return None
     return numba_kernels
+
+
+def _fused_kernels(kind: str):
+    """The module of the fused CPU update, imported (with Numba) when first needed."""
+    kernels = _numba_kernels()
+    if kernels is None:
+        raise RuntimeError(f"{kind}(fused=True) on the CPU needs Numba: pip install 'named-tensors[jit]'.")
+    return kernels
 
 
 class AdamW(Adam):

@@ -133,7 +133,8 @@ class Optimizer:
         # nt.compile makes the step one of its graph's steps, run at every call; not with a closure, which
         # re-evaluates the model and returns its loss to the function
         if outside_ops(f"{type(self).__name__}.step", "takes a closure, which re-evaluates the model during the "
-                       "step; call it outside the compiled function", replay=None if closure is not None else self.step):
+                       "step; call it outside the compiled function",
+                       replay=None if closure is not None else self._graph_step):
             return None
         loss = None
         if closure is not None:
@@ -155,6 +156,19 @@ class Optimizer:
                 todo.append((p, g.array))
             self._update_group(group, todo)
         return loss
+
+    def _graph_step(self) -> None:
+        """The step as a compiled graph runs it at every call (``nt.compile`` of a training step): with
+        ``in_graph`` set, which lets an optimizer choose its fused update where that gives the same values
+        bit for bit (Adam)."""
+        self.in_graph = True
+        try:
+            self.step()
+        finally:
+            self.in_graph = False
+
+    #: True while a compiled graph runs the step (:meth:`_graph_step`)
+    in_graph = False
 
     def _update_group(self, group: Dict[str, Any], todo: List[Tuple[Tensor, Any]]) -> None:
         """Update the parameters of ``group`` that have a grad, ``(parameter, raw grad array)`` pairs, in
