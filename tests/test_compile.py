@@ -28,7 +28,7 @@ from helpers import rnd
 
 
 def mlp_tail(x, w):
-    # formulas that vectorize, so the CPU fuses them (sin, cos, pow by other numbers fuse on a GPU only)
+    # formulas that vectorize, so the CPU fuses them (float64 sin and cos, pow by other numbers fuse on a GPU only)
     h = x * w + 1.0
     h = nt.maximum(h, 0.1) * 2 - x / (1.0 + x.abs()) + nt.where(h > 0, h, -h)
     return (h * h).sum("d"), h
@@ -1301,6 +1301,53 @@ def test_a_loss_counts_the_targets_of_each_call(weighted):
         assert_close(nt.grad(got, z)[0], nt.grad(want, z)[0], rtol=1e-12, atol=1e-12)
     assert len(cf.cache) == 1
     assert ("computed(" in cf.explain()) == weighted
+
+
+def test_float32_sin_and_cos_of_cpu_kernels_are_within_an_ulp_below_their_limit():
+    numba = pytest.importorskip("numba")
+    from namedtensor.backends import numba_math
+
+    @numba.njit(error_model="numpy", fastmath={"contract"})  # as the kernels compile them
+    def each(cosine, a, out):
+        for i in range(a.shape[0]):
+            out[i] = numba_math.cos32(a[i]) if cosine else numba_math.sin32(a[i])
+
+    rng = np.random.default_rng(0)
+    limit = numba_math.TRIG_LIMIT
+    near = np.arange(1, int(limit / 1.6)) * (np.pi / 2)  # the floats next to multiples of pi/2, worst for sin/cos
+    x = np.concatenate([rng.standard_normal(200_000) * 10.0 ** rng.integers(-30, 6, 200_000), near,
+                        np.nextafter(near.astype(np.float32), np.float32(0)), [0.0, -0.0, 1e-45, -1e-45]])
+    x = x.astype(np.float32)
+    x = x[np.abs(x) < limit]
+    for cosine, exact in ((False, np.sin), (True, np.cos)):
+        out = np.empty_like(x)
+        each(cosine, x, out)
+        want = exact(x.astype(np.float64))
+        ulp = np.spacing(np.abs(want.astype(np.float32))).astype(np.float64)
+        assert np.max(np.abs(out - want) / ulp) <= 1.0
+    out = np.empty(3, np.float32)
+    each(False, np.array([np.nan, np.inf, -np.inf], np.float32), out)
+    assert np.isnan(out).all()
+    each(False, np.array([0.0, -0.0, 1e-45], np.float32), out)
+    assert out.tolist() == [0.0, -0.0, np.float32(1e-45)] and np.signbit(out[1])
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e3, 3e6, 1e30])
+def test_float32_chains_with_sin_and_cos_fuse_with_exact_large_arguments(scale):
+    pytest.importorskip("numba")
+    fn = lambda x, w: (x * w).sin() * 2 + x.cos()
+    x = (rnd(8, 2500, names=("a", "b")) * scale).requires_grad_()
+    w = rnd(2500, names=("b",), seed=1).requires_grad_()  # broadcast: its gradient is summed in the kernel
+    cf, got = compiled_quietly(fn, x, w)
+    assert [n.op.name for n in program(cf).graph.nodes] == ["fused[mul+sin+mul+cos+add]"]
+    want = fn(x, w)
+    assert_close(got, want, rtol=0, atol=3e-7)  # a float32 ulp of values up to 3
+    (gx, gw), (ex, ew) = nt.grad(got.sum(), [x, w]), nt.grad(want.sum(), [x, w])
+    assert_close(gx, ex, rtol=1e-6, atol=1e-6 * float(ex.abs().max()))
+    assert_close(gw, ew, rtol=1e-5, atol=1e-5 * float(ew.abs().max()))
+    # float64 sin and cos call the C library element by element: no kernel, the ops as they are
+    cf64, _ = compiled_quietly(fn, x.double(), w.double())
+    assert "sin" in [n.op.name for n in program(cf64).graph.nodes]
 
 
 def test_the_vectorized_math_of_cpu_kernels_is_accurate():

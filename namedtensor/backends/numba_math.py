@@ -25,18 +25,25 @@ float32 operands as ``exp(y log|x|)`` in float64 (well within a float32 ulp), wi
 cases (a negative base to an odd integer power, NaN for a negative base to a non-integer, ``x ** 0``,
 ``1 ** y`` and ``(-1) ** inf`` are 1); float64 powers have no such form (its error would grow with
 ``|y log x|`` in float64 ulps), so they call the C library.
+``sin32`` and ``cos32``: a float32 argument reduced in float64 by Cody and Waite's two-part pi/2 (its
+first 33 bits, whose products by the quotients below 2^20 are exact, and the rest), then the Taylor
+series of sin and cos on the remainder, the quadrant picking one: within an ulp for ``|x| <
+TRIG_LIMIT`` (2^20); beyond, the kernels call ``sin32_exact`` and ``cos32_exact`` (the C library's, in
+float64) for the chunk again.
 Subnormal inputs are scaled into the normal range first.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
-from numba import float32, int32, njit, types
+from numba import float32, int32, int64, njit, types
 from numba.extending import intrinsic, overload
 
 __all__ = ["exp", "tanh", "log", "log1p", "expm1", "exp32", "tanh32", "erf32", "log32", "log1p32", "expm1_32",
-           "pow32", "exp_of"]
+           "pow32", "sin32", "cos32", "sin32_exact", "cos32_exact", "TRIG_LIMIT", "exp_of"]
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
@@ -281,6 +288,53 @@ def pow32(x, y):
     out = np.sqrt(xd) if (xd < 0.0 and xd != -float("inf") and not whole and yd == yd) else out
     out = 1.0 if (yd == 0.0 or xd == 1.0 or (xd == -1.0 and abs(yd) == float("inf"))) else out
     return float32(out)
+
+
+#: |x| below which sin32 and cos32 are exact (to about an ulp); kernels rerun larger ones with the
+#: C library's functions (sin32_exact, cos32_exact)
+TRIG_LIMIT = 1048576.0
+_TWO_OVER_PI = 0.6366197723675814
+# pi/2 in two parts: the first 33 bits, whose product by any k below 2^20 is exact, and the rest
+_PIO2_HI = 1.57079632673412561417e+00
+_PIO2_LO = 6.07710050650619224932e-11
+_ROUND = 6755399441055744.0  # 1.5 * 2^52: adding and taking it away rounds to the nearest integer
+
+
+@njit(inline="always", cache=True)
+def _sin_cos(x):
+    """sin and cos of a float64 ``|x| < TRIG_LIMIT``: ``x = k pi/2 + r``, the Taylor series of both on ``r``."""
+    k = (x * _TWO_OVER_PI + _ROUND) - _ROUND
+    r = (x - k * _PIO2_HI) - k * _PIO2_LO
+    r2 = r * r
+    # r times the series' ratio to r: sin(-0) is -0
+    s = r * (1.0 + r2 * (-0.16666666666666666 + r2 * (0.008333333333333333 + r2 * (-0.0001984126984126984
+                                                                                 + r2 * 2.7557319223985893e-06))))
+    c = 1.0 + r2 * (-0.5 + r2 * (0.041666666666666664 + r2 * (-0.001388888888888889 + r2 * (
+        2.48015873015873e-05 + r2 * -2.755731922398589e-07))))
+    n = int64(k) & 3  # the quadrant (two's complement: -1 is 3)
+    sin_x = c if n & 1 else s
+    cos_x = s if n & 1 else c
+    return (-sin_x if n & 2 else sin_x), (-cos_x if (n + 1) & 2 else cos_x)
+
+
+@njit(inline="always", cache=True)
+def sin32(x):
+    return float32(_sin_cos(float(x))[0])
+
+
+@njit(inline="always", cache=True)
+def cos32(x):
+    return float32(_sin_cos(float(x))[1])
+
+
+@njit(inline="always", cache=True)
+def sin32_exact(x):
+    return float32(math.sin(float(x)))
+
+
+@njit(inline="always", cache=True)
+def cos32_exact(x):
+    return float32(math.cos(float(x)))
 
 
 def exp_of(x):

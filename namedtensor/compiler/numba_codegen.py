@@ -18,8 +18,10 @@ A chain may end in a sum or mean over any dims, or in a softmax or log-softmax a
 task per row): the chain's values are then never stored.
 
 Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, expm1, tanh, erf, log,
-log1p and float32 pow come from backends/numba_math.py): a call of the C library's sin per element is
-several times slower than NumPy's vectorized loops, so graphs leave such ops unfused.
+log1p, float32 pow, sin and cos come from backends/numba_math.py): a call of the C library's float64 sin
+per element is several times slower than NumPy's vectorized loops, so graphs leave such ops unfused.
+float32 sin32 and cos32 are exact below numba_math.TRIG_LIMIT: a kernel that calls them counts the
+larger arguments and does such a chunk again with the C library's functions (:func:`_exact_trig`).
 
 The source goes to a file under :func:`cache_dir` named by its hash, and Numba caches its machine code
 beside it (``cache=True``), so a second process loads the kernels compiled by the first.  Without Numba
@@ -57,7 +59,7 @@ _PARALLEL_FROM = 1 << 24
 _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
 _HEAD = ["import numpy as np", "from math import sqrt, sin, cos, fabs, pow",
          "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "
-         "log32, log1p32, pow32",
+         "log32, log1p32, pow32, sin32, cos32, sin32_exact, cos32_exact, TRIG_LIMIT",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
@@ -96,7 +98,9 @@ def cache_dir() -> Path:
 
 #: a float literal of a formula's text that is not yet typed
 _LITERAL = re.compile(r"(?<!float32\()(?<!float64\()(?<![\w.])(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
-_FLOAT32_MATH = re.compile(r"\b(expm1|exp|tanh|erf|log1p|log|pow)\(")
+_FLOAT32_MATH = re.compile(r"\b(expm1|exp|tanh|erf|log1p|log|pow|sin|cos)\(")
+#: a float32 statement's call of sin32 or cos32, and its argument (a formula's argument is a name)
+_TRIG = re.compile(r"\b(sin32|cos32)\((\w+)\)")
 
 
 def _float32_function(call: "re.Match") -> str:
@@ -195,14 +199,36 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
             after.append(f"        a_{name}[{at}, 0] += t_{name}")
         else:
             body.append(f"        s_{name} = a_{name}[{at}, c0:c0 + n]")
-    body += _per_element("        ", ins, ones, lines, "n")
-    body += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
-    body += [f"            t_{name} += {r}" if one[-1] else f"            s_{name}[c] += {r}" for name, r, one, _ in sums]
+    loop = _per_element("        ", ins, ones, lines, "n")
+    loop += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
+    adds = [f"t_{name} += " if one[-1] else f"s_{name}[c] += " for name, _, one, _ in sums]
+    trig = any(_TRIG.search(line) for line in loop)
+    if trig:
+        # the chunk's terms of the sums go to buffers of its own first, which a second pass writes again
+        loop += [f"            q_{name}[c] = {r}" for name, r, _, _ in sums]
+        body = [f"    q_{name} = np.empty({_CHUNK}, {dtype})" for name, _, _, dtype in sums] + body
+    else:
+        loop += [f"            {add}{r}" for add, (_, r, _, _) in zip(adds, sums)]
+    body += _exact_trig(loop)
+    if trig and sums:
+        body += ["        for c in range(n):"] + [f"            {add}q_{name}[c]" for add, (name, _, _, _) in zip(adds, sums)]
     body += after
     args = ", ".join(["first", "last"] + (["part"] if sums else []) + [f"a_{name}" for name in ins + outs]
                      + [f"a_{name}" for name, _, _, _ in sums] + ([] if outs else ["shape"]))
     # a row's sum vectorizes only if it may be reassociated, as the reduction kernels' sums
     return "\n".join(_HEAD + [_jit(reassoc=any(one[-1] for _, _, one, _ in sums)), f"def kernel({args}):", *body, ""])
+
+
+def _exact_trig(loop: List[str]) -> List[str]:
+    """``loop`` (a chunk's loop over its elements, writing its outputs), and where it calls sin32 or
+    cos32, which are exact for arguments below TRIG_LIMIT only: a count of the larger arguments, and the
+    chunk done again with the C library's functions when there is one (rare: a sin of a million)."""
+    args = sorted({arg for line in loop for _, arg in _TRIG.findall(line)})
+    if not args:
+        return loop
+    again = [_TRIG.sub(lambda call: f"{call.group(1)}_exact({call.group(2)})", line) for line in loop]
+    return (["        far = 0"] + loop + [f"            far += abs({a}) >= TRIG_LIMIT" for a in args]
+            + ["        if far:"] + ["    " + line for line in again])
 
 
 def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str, dtype: str,
@@ -447,6 +473,10 @@ def _runner(module, shape, out_dtypes: List[str], work: int) -> Callable:
     return run
 
 
+def _trig(chain: Chain) -> bool:
+    return any(m.op.__name__ in formulas.TRIG for m in chain.members)
+
+
 def vectorizes(chain: Chain, inputs: Sequence[Value]) -> bool:
     """Whether every member's formula compiles to vector instructions (formulas.vectorizes)."""
     part = formulas.split_reduction(chain)[0]
@@ -460,6 +490,8 @@ def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
     if not vectorizes(chain, inputs) or not numba_available():
         return None
     kind = formulas.split_reduction(chain)[1]
+    if kind is not None and _trig(chain):  # a reduction's or a softmax's kernel cannot do a chunk again
+        return None
     if kind in formulas.SOFTMAXES.values():
         return _softmax_forward(chain, inputs, outputs)
     if kind is not None:
