@@ -25,8 +25,8 @@ class _ThreadState(threading.local):
     #: pass starts (True: the tracer recorded it, and the pass does not run now), ``edit_hook(t, op)``,
     #: before an in-place op writes into ``t`` (refusing it, or letting the op make its result a value
     #: that ``t`` stands for from then on: ``edited(t, result)``, ops/inplace.py), ``inplace_hook(t, op)``,
-    #: before a sampler draws into ``t`` (refusing it), ``state_hook(what, why, tensor, replay, result)``, before
-    #: a step on state that no op carries (``.grad``, an optimizer's or a scheduler's step:
+    #: before a sampler draws into ``t`` (refusing it), ``state_hook(what, why, tensor, replay, result)``,
+    #: before a step on state that no op carries (``.grad``, an optimizer's or a scheduler's step:
     #: :func:`outside_ops`), ``traces_compositions``,
     #: which makes ops that are one fused step record their parts (ops/_common.traced_as_composition),
     #: ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``, and
@@ -62,12 +62,12 @@ def op_span() -> Tuple[int, int]:
 
 
 def outside_ops(what: str, why: str, tensor=None, replay: Optional[Callable[[], object]] = None,
-                result: Optional[Tuple[str, object]] = None):
+                result: object = None):
     """Tell this thread's tracer, before it happens, that step ``what`` reads or changes state that no op
     carries (``why``; of ``tensor``, where one is concerned).  nt.compile's tracer records a step that
     ``replay()`` can make again at every call (an optimizer's step, ``zero_grad``) as a step of its graph,
-    and then the caller skips it now: True, or, for a step that returns a 0-dim tensor (``result``: the
-    step's name for it and its dtype), the stand-in the caller returns instead; it refuses the others.
+    and then the caller skips it now: True, or, for a step that returns a 0-dim tensor (``result``: its
+    dtype), the stand-in the caller returns instead; it refuses the others.
     False: go on (no such tracer)."""
     tracer = state.current[1]
     if tracer is not None:

@@ -7,9 +7,9 @@ backward (attention's softmax over the keys) compute what the backend's hooks of
 NumPy backend takes a pass over a whole block per step; the exponentials are numba_math's vectorized
 ones, with products and sums contracted into fused multiply-adds (one rounding for two: values may
 differ from the hooks' by an ulp).  The norms' sums accumulate in float64 and their statistics come
-back in the input's dtype; the softmax sums in the input's dtype, as NumPy does.  Rows are split among ``nt.get_num_threads()``
-threads when there are enough of them (the kernels release the GIL); the weight's and the bias's
-gradients are summed per thread, then over the threads.  ``attention`` and its backward run the
+back in the input's dtype; the softmax sums in the input's dtype, as NumPy does.  Rows are split
+among ``nt.get_num_threads()`` threads when there are enough of them (the kernels release the GIL);
+the weight's and the bias's gradients are summed per thread, then over the threads.  ``attention`` and its backward run the
 NumPy backend's blocks (numpy_attention.py) with each block's elementwise steps one call of a kernel
 here, on the pool's thread that has the block, and keep the blocks' exponentials for the backward.
 Inputs the kernels do not take (other dtypes, other layouts, empty rows) go to the NumPy backend's

@@ -212,8 +212,9 @@ class CompiledFunction:
 
     def _capture(self, leaves, tree) -> Graph:
         """``capture``, refused where the dry run rebinds what the function reads from outside (a global, a
-        closure's variable, a module's setting: ``x = x + 1`` on a counter), which a graph would not do at
-        the next call: the values are put back first, so that the eager run that follows does it once."""
+        closure's variable: ``n += 1`` on a counter) or changes a module's state (an attribute, a parameter,
+        a buffer, a sub-module: :func:`_module_dicts`), which a graph would not do at the next call: the
+        values are put back first, so that the eager run that follows does it once."""
         before = self._outside()
         modules = [] if self._module is None else [(d, dict(d)) for d in _module_dicts(self._module)]
         try:
@@ -235,8 +236,7 @@ class CompiledFunction:
                                   "attribute, which a graph would not rebind again at the next call")
 
     def _outside(self) -> List[Tuple[Any, Any, Any]]:
-        """``(owner, key, value)`` for the closure cells (key None) and the globals the function reads (a
-        module's attributes, its parameters, buffers and sub-modules: :func:`_module_dicts`)."""
+        """``(owner, key, value)`` for the closure cells (key None) and the globals the function reads."""
         scope = self._globals
         return [(c, None, _contents(c)) for c in self._cells] + [(scope, n, scope[n]) for n in self._global_names
                                                                   if n in scope]

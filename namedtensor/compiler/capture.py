@@ -189,8 +189,7 @@ class _Recorder:
                    args)
         return True
 
-    def state_hook(self, what: str, why: str, t: Optional[Tensor], replay: Optional[Callable],
-                   result: Optional[Tuple[str, Any]]) -> Any:
+    def state_hook(self, what: str, why: str, t: Optional[Tensor], replay: Optional[Callable], result: Any) -> Any:
         """A step on state that no op carries (``mode.outside_ops``): one that ``replay()`` makes again (an
         optimizer's step, ``zero_grad``, gradient clipping) becomes a :class:`Step` of the graph, and a 0-dim
         tensor it returns (``result``: its dtype) a value of the graph, whose stand-in goes back to the

@@ -199,9 +199,9 @@ ARITHMETIC = frozenset({"_Add", "_Sub", "_Mul", "_Div", "_Neg", "_Abs", "_Square
 #: their argument in float64, exactly below numba_math.TRIG_LIMIT, and the kernel does a chunk with a
 #: larger one again with the C library's functions: TRIG)
 FLOAT32_ONLY = frozenset({"_Erf", "_Gelu", "_GeluTanh", "_Pow", "_Sin", "_Cos"})
-#: the formulas whose CPU kernels rerun a chunk exactly for large arguments: only in kernels that write
-#: their outputs, which a rerun writes again (not in those that sum as they go: reductions, softmax, a
-#: broadcast input's gradient)
+#: the formulas whose CPU kernels do a chunk again, exactly, for large arguments: kernels that write their
+#: outputs (a broadcast input's gradient through a buffer of the chunk's terms), not reductions and
+#: softmaxes, which sum as they go
 TRIG = frozenset({"_Sin", "_Cos"})
 
 
