@@ -686,3 +686,52 @@ def test_a_compiled_transformer_block_matches_the_eager_one_on_the_device():
     want = nt.grad(block(x).square().sum(), list(block.parameters()))
     for a, e in zip(grads, want):
         assert_close(a.cpu(), e.cpu(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("scale", [1.0, 3e6])
+def test_sin_and_cos_chains_compile_to_one_kernel_on_the_device(dtype, scale):
+    fn = lambda x, w: (x * w).sin() * 2 + x.cos()
+    compiled = nt.compile(fn)
+    x, w = rnd(2, 5, 8, names=X, dtype=dtype) * scale, rnd(8, names=("embed",), seed=1, dtype=dtype)
+    # large arguments: the device's sin and cos against the CPU's, each exact to its last bits
+    check(compiled, x, w, tol={"rtol": 1e-4, "atol": 1e-4 if scale == 1.0 else 2e-3})
+    gpu = [p for key, p in compiled.cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
+    fused = [n.op for n in gpu.graph.nodes if hasattr(n.op, "chain")]
+    assert [op.name for op in fused] == ["fused[mul+sin+mul+cos+add]"]
+    assert "cupy" in fused[0].kernels and "cupy" in fused[0].backward_kernels
+
+
+def test_a_whole_compiled_training_step_matches_the_eager_steps_on_the_device():
+    def make():
+        nt.manual_seed(0)
+        model = nn.Sequential(nn.Linear("embed", "hidden", 8, 16), nn.GELU(), nn.Linear("hidden", "out", 16, 3))
+        model = model.to("cuda")
+        opt = optim.AdamW(model.parameters(), lr=0.05)
+        sched = optim.lr_scheduler.StepLR(opt, 1, 0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            norm = optim.clip_grad_norm_(model.parameters(), 0.5)
+            opt.step()
+            sched.step()
+            return loss.detach(), norm
+
+        return model, step
+
+    eager, eager_step = make()
+    model, step = make()
+    step = nt.compile(step, fullgraph=True)
+    x, y = x3().to("cuda"), rnd(2, 5, 3, names=("batch", "seq", "out"), seed=4).to("cuda")
+    for _ in range(4):
+        for got, want in zip(step(x, y), eager_step(x, y)):
+            assert got.device.startswith("cuda")
+            assert_close(got.cpu(), want.cpu(), rtol=1e-4, atol=1e-6)
+    for p, q in zip(model.parameters(), eager.parameters()):
+        assert p.device.startswith("cuda")
+        assert_close(p.cpu(), q.cpu(), rtol=1e-4, atol=1e-6)
+    (program,) = [p for p in step.cache.values() if p is not None]
+    assert [n.params["what"] for n in program.graph.nodes if n.effect()] == [
+        "zero_grad", "backward", "clip_grad_norm_", "AdamW.step", "StepLR.step"]
