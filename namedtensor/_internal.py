@@ -24,7 +24,7 @@ from .ops._common import flag, int_sizes, operand
 from .ops.dtype import _target as parse_to_arg
 from .tensor import Tensor
 
-__all__ = ["wrap", "raw", "backend_of", "bump_version", "replace_array", "check_inplace", "leaf_view",
+__all__ = ["wrap", "raw", "backend_of", "key_of", "bump_version", "replace_array", "check_inplace", "leaf_view",
            "swap_tracer", "op_span", "int_sizes", "operand", "parse_to_arg", "flag"]
 
 Names = Tuple[Optional[str], ...]
@@ -48,6 +48,13 @@ def raw(t: Tensor) -> Any:
 def backend_of(t: Tensor) -> Backend:
     """The backend of ``t``'s array (its device's namespace of raw-array functions)."""
     return t._B
+
+
+def key_of(t: Tensor) -> Tuple[Any, ...]:
+    """``t``'s part of a compiled call's cache key: its names, shape, dtype, backend and whether it requires
+    grad (one call: a compiled call of a small chain pays a few microseconds in all)."""
+    a = t._data
+    return t._names, a.shape, a.dtype, t._B, t._rg
 
 
 def bump_version(t: Tensor) -> None:

@@ -35,7 +35,7 @@ import weakref
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .. import _dtypes
-from .._internal import backend_of, leaf_view, raw, swap_tracer, version_counter, wrap
+from .._internal import backend_of, key_of, leaf_view, raw, swap_tracer, version_counter, wrap
 from ..autograd.engine import run_backward
 from ..autograd.graph import Op
 from ..autograd.mode import is_grad_enabled
@@ -118,8 +118,7 @@ def signature(leaves: List[Any], tree: Any, extra: Tuple[Any, ...] = ()) -> Tupl
     key: List[Any] = [tree, (is_grad_enabled(), _dtypes.default_float), extra]
     for x in leaves:
         if isinstance(x, Tensor):
-            a = raw(x)
-            key.append((x.names, a.shape, a.dtype, backend_of(x), x.requires_grad))
+            key.append(key_of(x))
         else:
             hash(x)  # an unhashable argument cannot be a key: the caller falls back
             key.append((x.__class__, x))

@@ -458,12 +458,23 @@ def _runner(module, shape, out_dtypes: List[str], work: int) -> Callable:
 
     natives: Dict[Any, list] = {}  # by backend: the output dtypes as its arrays spell them
 
+    def output_dtypes(B) -> list:
+        native = natives[B] = [B.native(d) for d in dtypes]
+        return native
+
+    if len(dtypes) == 1 and full == shape and not big:
+        # the call of a small chain, in the fewest Python steps (a compiled call of one costs a few
+        # microseconds in all: nt.compile's loop benchmark)
+        def run_one(B, arrays):
+            out = B.empty(full, dtype=(natives.get(B) or output_dtypes(B))[0])
+            kernel(0, count, *_operands(B, arrays, full), out)
+            return (out,)
+
+        return run_one
+
     def run(B, arrays):
-        native = natives.get(B)
-        if native is None:
-            native = natives[B] = [B.native(d) for d in dtypes]
         xs = _operands(B, arrays, full)
-        outs = [B.empty(full, dtype=d) for d in native]
+        outs = [B.empty(full, dtype=d) for d in natives.get(B) or output_dtypes(B)]
         if big:
             split(min(get_num_threads(), count), count, kernel, *xs, *outs)
         else:
