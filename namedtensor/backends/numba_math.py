@@ -29,7 +29,10 @@ cases (a negative base to an odd integer power, NaN for a negative base to a non
 first 33 bits, whose products by the quotients below 2^20 are exact, and the rest), then the Taylor
 series of sin and cos on the remainder, the quadrant picking one: within an ulp for ``|x| <
 TRIG_LIMIT`` (2^20); beyond, the kernels call ``sin32_exact`` and ``cos32_exact`` (the C library's, in
-float64) for the chunk again.
+float64) for the chunk again.  ``sin64`` and ``cos64``: a float64 argument reduced by fdlibm's three-part
+pi/2 into a sum of two doubles (each difference's rounding error kept by TwoSum), then fdlibm's
+``__kernel_sin`` and ``__kernel_cos`` polynomials on that sum: within an ulp below ``TRIG_LIMIT``, and
+``sin64_exact`` and ``cos64_exact`` (the C library's) beyond.
 Subnormal inputs are scaled into the normal range first.
 """
 
@@ -43,7 +46,8 @@ from numba import float32, int32, int64, njit, types
 from numba.extending import intrinsic, overload
 
 __all__ = ["exp", "tanh", "log", "log1p", "expm1", "exp32", "tanh32", "erf32", "log32", "log1p32", "expm1_32",
-           "pow32", "sin32", "cos32", "sin32_exact", "cos32_exact", "TRIG_LIMIT", "exp_of"]
+           "pow32", "sin32", "cos32", "sin32_exact", "cos32_exact", "sin64", "cos64", "sin64_exact", "cos64_exact",
+           "TRIG_LIMIT", "exp_of"]
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
@@ -335,6 +339,74 @@ def sin32_exact(x):
 @njit(inline="always", cache=True)
 def cos32_exact(x):
     return float32(math.cos(float(x)))
+
+
+# pi/2 in three parts of 33 bits (products by any k below 2^20 are exact) and the rest: fdlibm's
+_PIO2_1 = 1.57079632673412561417e+00
+_PIO2_2 = 6.07710050630396597660e-11
+_PIO2_3 = 2.02226624871116645580e-21
+_PIO2_3T = 8.47842766036889956997e-32
+# fdlibm's __kernel_sin and __kernel_cos polynomials on [-pi/4, pi/4]
+_S1, _S2, _S3 = -1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04
+_S4, _S5, _S6 = 2.75573137070700676789e-06, -2.50507602534068634195e-08, 1.58969099521155010221e-10
+_C1, _C2, _C3 = 4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05
+_C4, _C5, _C6 = -2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.13596475577881948265e-11
+
+
+@njit(inline="always", cache=True)
+def _two_sum(a, b):
+    """``a + b`` and its rounding error (Knuth's TwoSum: no condition on the operands' sizes)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@njit(inline="always", cache=True)
+def _sin_cos64(x):
+    """sin and cos of a float64 ``|x| < TRIG_LIMIT``, each within an ulp: ``x = k pi/2 + r`` with ``r`` as a
+    sum of two doubles (``hi + lo``, ``|hi| <= pi/4``), exact to far more bits than the closest multiple of
+    pi/2 can cancel, then fdlibm's kernels on ``hi + lo``."""
+    k = (x * _TWO_OVER_PI + _ROUND) - _ROUND
+    r1, e1 = _two_sum(x - k * _PIO2_1, -(k * _PIO2_2))  # the first difference is exact
+    r2, e2 = _two_sum(r1, -(k * _PIO2_3))
+    tail = (e1 + e2) - k * _PIO2_3T
+    hi = r2 + tail
+    lo = tail - (hi - r2)
+    small = k == 0.0  # |x| <= pi/4: r is x itself (its sign on -0 kept)
+    hi = x if small else hi
+    lo = 0.0 if small else lo
+    z = hi * hi
+    v = z * hi
+    p = _S2 + z * (_S3 + z * (_S4 + z * (_S5 + z * _S6)))
+    s = hi - ((z * (0.5 * lo - v * p) - lo) - v * _S1)
+    q = z * (_C1 + z * (_C2 + z * _C3)) + (z * z) * (z * z) * (_C4 + z * (_C5 + z * _C6))
+    hz = 0.5 * z
+    w = 1.0 - hz
+    c = w + (((1.0 - w) - hz) + (z * q - hi * lo))
+    n = int64(k) & 3  # the quadrant (two's complement: -1 is 3)
+    sin_x = c if n & 1 else s
+    cos_x = s if n & 1 else c
+    return (-sin_x if n & 2 else sin_x), (-cos_x if (n + 1) & 2 else cos_x)
+
+
+@njit(inline="always", cache=True)
+def sin64(x):
+    return _sin_cos64(x)[0]
+
+
+@njit(inline="always", cache=True)
+def cos64(x):
+    return _sin_cos64(x)[1]
+
+
+@njit(inline="always", cache=True)
+def sin64_exact(x):
+    return math.sin(x)
+
+
+@njit(inline="always", cache=True)
+def cos64_exact(x):
+    return math.cos(x)
 
 
 def exp_of(x):

@@ -188,17 +188,17 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
 }
 
 #: the formulas that compile to vector instructions on the CPU: arithmetic, comparisons, selections,
-#: square roots, and exp, expm1, tanh, log and log1p (backends/numba_math.py), forward and backward; the
-#: others call the C library (float64 sin and cos, float64 pow...) one element at a time, several times
-#: slower than NumPy's vectorized loops, so a chain that uses one gets no CPU kernel
+#: square roots, and exp, expm1, tanh, log, log1p, sin and cos (backends/numba_math.py; sin and cos reduce
+#: their argument exactly below numba_math.TRIG_LIMIT, and the kernel does a chunk with a larger one again
+#: with the C library's functions: TRIG), forward and backward; the others call the C library (float64
+#: pow...) one element at a time, several times slower than NumPy's vectorized loops, so a chain that uses
+#: one gets no CPU kernel
 ARITHMETIC = frozenset({"_Add", "_Sub", "_Mul", "_Div", "_Neg", "_Abs", "_Square", "_Reciprocal", "_Sqrt", "_Rsqrt",
                         "_Relu", "_Maximum", "_Minimum", "_Where", "_Clip", "_Eq", "_Ne", "_Lt", "_Le", "_Gt", "_Ge",
-                        "_Exp", "_Expm1", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Softplus"})
+                        "_Exp", "_Expm1", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Softplus", "_Sin", "_Cos"})
 #: and those that do in float32 chains (numba_math.erf32 is exact to float32's precision only; pow32, any
-#: power, computes in float64, which is exact enough for a float32 result only; sin32 and cos32 reduce
-#: their argument in float64, exactly below numba_math.TRIG_LIMIT, and the kernel does a chunk with a
-#: larger one again with the C library's functions: TRIG)
-FLOAT32_ONLY = frozenset({"_Erf", "_Gelu", "_GeluTanh", "_Pow", "_Sin", "_Cos"})
+#: power, computes in float64, which is exact enough for a float32 result only)
+FLOAT32_ONLY = frozenset({"_Erf", "_Gelu", "_GeluTanh", "_Pow"})
 #: the formulas whose CPU kernels do a chunk again, exactly, for large arguments: kernels that write their
 #: outputs (a broadcast input's gradient through a buffer of the chunk's terms), not reductions and
 #: softmaxes, which sum as they go

@@ -18,9 +18,9 @@ A chain may end in a sum or mean over any dims, or in a softmax or log-softmax a
 task per row): the chain's values are then never stored.
 
 Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, expm1, tanh, erf, log,
-log1p, float32 pow, sin and cos come from backends/numba_math.py): a call of the C library's float64 sin
+log1p, float32 pow, sin and cos come from backends/numba_math.py): a call of the C library's float64 pow
 per element is several times slower than NumPy's vectorized loops, so graphs leave such ops unfused.
-float32 sin32 and cos32 are exact below numba_math.TRIG_LIMIT: a kernel that calls them counts the
+sin32, cos32, sin64 and cos64 are exact below numba_math.TRIG_LIMIT: a kernel that calls them counts the
 larger arguments and does such a chunk again with the C library's functions (:func:`_exact_trig`).
 
 The source goes to a file under :func:`cache_dir` named by its hash, and Numba caches its machine code
@@ -57,9 +57,10 @@ _CHUNK = 2048  # elements of a row per task
 #: about a hundredth of a nanosecond
 _PARALLEL_FROM = 1 << 24
 _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
-_HEAD = ["import numpy as np", "from math import sqrt, sin, cos, fabs, pow",
+_HEAD = ["import numpy as np", "from math import sqrt, fabs, pow",
          "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "
-         "log32, log1p32, pow32, sin32, cos32, sin32_exact, cos32_exact, TRIG_LIMIT",
+         "log32, log1p32, pow32, sin32, cos32, sin32_exact, cos32_exact, sin64, cos64, sin64_exact, cos64_exact, "
+         "TRIG_LIMIT",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
@@ -99,8 +100,10 @@ def cache_dir() -> Path:
 #: a float literal of a formula's text that is not yet typed
 _LITERAL = re.compile(r"(?<!float32\()(?<!float64\()(?<![\w.])(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
 _FLOAT32_MATH = re.compile(r"\b(expm1|exp|tanh|erf|log1p|log|pow|sin|cos)\(")
-#: a float32 statement's call of sin32 or cos32, and its argument (a formula's argument is a name)
-_TRIG = re.compile(r"\b(sin32|cos32)\((\w+)\)")
+#: a float64 statement's sin and cos, numba_math's vectorized ones there
+_FLOAT64_TRIG = re.compile(r"\b(sin|cos)\(")
+#: a statement's call of sin32, cos32, sin64 or cos64, and its argument (a formula's argument is a name)
+_TRIG = re.compile(r"\b(sin32|cos32|sin64|cos64)\((\w+)\)")
 
 
 def _float32_function(call: "re.Match") -> str:
@@ -111,11 +114,14 @@ def _float32_function(call: "re.Match") -> str:
 def _statement(var: str, dtype: str, expr: str) -> str:
     """``var = expr`` converted to ``dtype``.  A float32 statement computes in float32, as NumPy's float32
     loops do: its literals become float32 (Numba types a bare ``0.5`` as float64, which would widen the
-    whole expression) and it calls numba_math's float32 functions."""
+    whole expression) and it calls numba_math's float32 functions; a float64 one calls numba_math's sin64
+    and cos64 (math's sin and cos would call the C library per element)."""
     if dtype == "bool":
         return f"{var} = {expr}"
     if dtype == "float32":
         expr = _FLOAT32_MATH.sub(_float32_function, _LITERAL.sub(r"float32(\1)", expr))
+    elif dtype == "float64":
+        expr = _FLOAT64_TRIG.sub(r"\g<1>64(", expr)
     return f"{var} = {dtype}({expr})"
 
 
@@ -220,8 +226,8 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
 
 
 def _exact_trig(loop: List[str]) -> List[str]:
-    """``loop`` (a chunk's loop over its elements, writing its outputs), and where it calls sin32 or
-    cos32, which are exact for arguments below TRIG_LIMIT only: a count of the larger arguments, and the
+    """``loop`` (a chunk's loop over its elements, writing its outputs), and where it calls sin32, cos32,
+    sin64 or cos64, which are exact for arguments below TRIG_LIMIT only: a count of the larger arguments, and the
     chunk done again with the C library's functions when there is one (rare: a sin of a million)."""
     args = sorted({arg for line in loop for _, arg in _TRIG.findall(line)})
     if not args:
