@@ -1394,6 +1394,35 @@ def test_chains_with_sin_and_cos_fuse_with_exact_large_arguments(scale, dtype):
     assert_close(gw, ew, rtol=100 * eps, atol=100 * eps * float(ew.abs().max()))
 
 
+_TRIG_ENDS = {
+    "sum over the last dim": (lambda x, w: ((x * w).sin() * x).sum("b"), "fused[mul+sin+mul+sum]"),
+    "mean over the first": (lambda x, w: ((x * w).cos() + x).mean("a"), "fused[mul+cos+add+mean]"),
+    "sum over all": (lambda x, w: (x.sin() * w).sum(("a", "b")), "fused[sin+mul+sum]"),
+    "softmax": (lambda x, w: (x.sin() * w).softmax("b"), "fused[sin+mul+softmax]"),
+    "log_softmax": (lambda x, w: (x.cos() * w + x).log_softmax("b"), "fused[cos+mul+add+log_softmax]"),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("scale", [1.0, 3e6])
+@pytest.mark.parametrize("end", list(_TRIG_ENDS))
+def test_sin_and_cos_chains_ending_in_a_reduction_or_softmax_are_one_kernel(end, scale, dtype):
+    pytest.importorskip("numba")
+    fn, label = _TRIG_ENDS[end]
+    x = (rnd(6, 3000, names=("a", "b"), dtype=dtype) * scale).requires_grad_()  # 3e6: every row's second pass
+    w = rnd(3000, names=("b",), seed=1, dtype=dtype).requires_grad_()
+    cf, got = compiled_quietly(fn, x, w)
+    assert [n.op.name for n in program(cf).graph.nodes] == [label]
+    want = fn(x, w)
+    eps = float(np.finfo(dtype).eps)
+    top = float(want.abs().max())
+    # a total over 18,000 terms, added in another order than NumPy's
+    assert_close(got, want, rtol=10 * eps, atol=(300 if end == "sum over all" else 10) * eps * top)
+    (gx, gw), (ex, ew) = nt.grad((got * got).sum(), [x, w]), nt.grad((want * want).sum(), [x, w])
+    assert_close(gx, ex, rtol=10 * eps, atol=300 * eps * float(ex.abs().max()))
+    assert_close(gw, ew, rtol=100 * eps, atol=300 * eps * float(ew.abs().max()))
+
+
 def test_the_vectorized_math_of_cpu_kernels_is_accurate():
     numba = pytest.importorskip("numba")
     from scipy.special import erf

@@ -190,7 +190,7 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
 #: the formulas that compile to vector instructions on the CPU: arithmetic, comparisons, selections,
 #: square roots, and exp, expm1, tanh, log, log1p, sin and cos (backends/numba_math.py; sin and cos reduce
 #: their argument exactly below numba_math.TRIG_LIMIT, and the kernel does a chunk with a larger one again
-#: with the C library's functions: TRIG), forward and backward; the others call the C library (float64
+#: with the C library's functions: numba_codegen._exact_trig), forward and backward; the others call the C library (float64
 #: pow...) one element at a time, several times slower than NumPy's vectorized loops, so a chain that uses
 #: one gets no CPU kernel
 ARITHMETIC = frozenset({"_Add", "_Sub", "_Mul", "_Div", "_Neg", "_Abs", "_Square", "_Reciprocal", "_Sqrt", "_Rsqrt",
@@ -199,10 +199,6 @@ ARITHMETIC = frozenset({"_Add", "_Sub", "_Mul", "_Div", "_Neg", "_Abs", "_Square
 #: and those that do in float32 chains (numba_math.erf32 is exact to float32's precision only; pow32, any
 #: power, computes in float64, which is exact enough for a float32 result only)
 FLOAT32_ONLY = frozenset({"_Erf", "_Gelu", "_GeluTanh", "_Pow"})
-#: the formulas whose CPU kernels do a chunk again, exactly, for large arguments: kernels that write their
-#: outputs (a broadcast input's gradient through a buffer of the chunk's terms), not reductions and
-#: softmaxes, which sum as they go
-TRIG = frozenset({"_Sin", "_Cos"})
 
 
 #: the formulas whose eager form takes several passes over memory or a slow loop (erf's), so that even

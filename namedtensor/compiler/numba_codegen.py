@@ -21,7 +21,8 @@ Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, e
 log1p, float32 pow, sin and cos come from backends/numba_math.py): a call of the C library's float64 pow
 per element is several times slower than NumPy's vectorized loops, so graphs leave such ops unfused.
 sin32, cos32, sin64 and cos64 are exact below numba_math.TRIG_LIMIT: a kernel that calls them counts the
-larger arguments and does such a chunk again with the C library's functions (:func:`_exact_trig`).
+larger arguments and does such a chunk (a reduction's row, a softmax's first pass over a row) again with
+the C library's functions (:func:`_exact_trig`).
 
 The source goes to a file under :func:`cache_dir` named by its hash, and Numba caches its machine code
 beside it (``cache=True``), so a second process loads the kernels compiled by the first.  Without Numba
@@ -208,7 +209,7 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
     loop = _per_element("        ", ins, ones, lines, "n")
     loop += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
     adds = [f"t_{name} += " if one[-1] else f"s_{name}[c] += " for name, _, one, _ in sums]
-    trig = any(_TRIG.search(line) for line in loop)
+    trig = _trig_lines(loop)
     if trig:
         # the chunk's terms of the sums go to buffers of its own first, which a second pass writes again
         loop += [f"            q_{name}[c] = {r}" for name, r, _, _ in sums]
@@ -225,16 +226,21 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
     return "\n".join(_HEAD + [_jit(reassoc=any(one[-1] for _, _, one, _ in sums)), f"def kernel({args}):", *body, ""])
 
 
-def _exact_trig(loop: List[str]) -> List[str]:
-    """``loop`` (a chunk's loop over its elements, writing its outputs), and where it calls sin32, cos32,
-    sin64 or cos64, which are exact for arguments below TRIG_LIMIT only: a count of the larger arguments, and the
-    chunk done again with the C library's functions when there is one (rare: a sin of a million)."""
+def _trig_lines(lines: List[str]) -> bool:
+    return any(_TRIG.search(line) for line in lines)
+
+
+def _exact_trig(loop: List[str], pad: str = "        ", reset: Sequence[str] = ()) -> List[str]:
+    """``loop`` (a loop at indent ``pad`` over a chunk's elements, writing its outputs or adding into
+    totals), and where it calls sin32, cos32, sin64 or cos64, which are exact for arguments below TRIG_LIMIT
+    only: a count of the larger arguments, and the loop done again with the C library's functions when
+    there is one (rare: a sin of a million), after the ``reset`` statements (a total back to 0)."""
     args = sorted({arg for line in loop for _, arg in _TRIG.findall(line)})
     if not args:
         return loop
     again = [_TRIG.sub(lambda call: f"{call.group(1)}_exact({call.group(2)})", line) for line in loop]
-    return (["        far = 0"] + loop + [f"            far += abs({a}) >= TRIG_LIMIT" for a in args]
-            + ["        if far:"] + ["    " + line for line in again])
+    return ([f"{pad}far = 0"] + loop + [f"{pad}    far += abs({a}) >= TRIG_LIMIT" for a in args]
+            + [f"{pad}if far:"] + [f"{pad}    {r}" for r in reset] + ["    " + line for line in again])
 
 
 def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str, dtype: str,
@@ -252,8 +258,12 @@ def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.St
     loops, pad = _loops([f"j{d}" for d in axes[:-1]], [f"shape[{d}]" for d in axes[:-1]], 8)
     body += loops
     body += _slices(pad, ins, ones, index, ":")
-    body += _per_element(pad, ins, ones, lines, f"shape[{ndim - 1}]")
-    body.append(f"{pad}    acc += {result}")
+    loop = _per_element(pad, ins, ones, lines, f"shape[{ndim - 1}]")
+    if _trig_lines(loop):  # the row's total apart, which a second pass makes again
+        body += [f"{pad}row = 0.0", *_exact_trig(loop + [f"{pad}    row += {result}"], pad, ["row = 0.0"]),
+                 f"{pad}acc += row"]
+    else:
+        body += loop + [f"{pad}    acc += {result}"]
     if mean:
         count = " * ".join(f"shape[{d}]" for d in axes)
         body.append(f"        acc = acc / ({count})")
@@ -275,8 +285,13 @@ def _columns_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.S
     loops, pad = _loops([f"j{d}" for d in axes], [f"shape[{d}]" for d in axes], 8)
     body += loops
     body += _slices(pad, ins, ones, [f"i{d}" if d in kept else f"j{d}" for d in range(ndim - 1)], "c0:c0 + n")
-    body += _per_element(pad, ins, ones, lines, "n")
-    body.append(f"{pad}    s_acc[c] += {result}")
+    loop = _per_element(pad, ins, ones, lines, "n")
+    if _trig_lines(loop):  # the chunk's terms to a buffer first, which a second pass writes again
+        body = [f"    q = np.empty({_CHUNK}, np.float64)"] + body
+        body += _exact_trig(loop + [f"{pad}    q[c] = {result}"], pad)
+        body += [f"{pad}for c in range(n):", f"{pad}    s_acc[c] += q[c]"]
+    else:
+        body += loop + [f"{pad}    s_acc[c] += {result}"]
     args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_acc", "shape"])
     return "\n".join(_HEAD + [_jit(reassoc=False), f"def kernel({args}):", *body, ""])
 
@@ -357,11 +372,13 @@ def _softmax_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.S
         body += [f"        i{d} = r % a_out.shape[{d}]", f"        r //= a_out.shape[{d}]"]
     body += _slices("        ", ins, ones, lead, ":")
     body.append(f"        s_out = a_out[{', '.join(lead + [':'])}]")
-    body += [f"        top = {typed('-np.inf')}", "        nan = False"]
-    body += _per_element("        ", ins, ones, lines, "cols")
+    start = [f"top = {typed('-np.inf')}", "nan = False"]
+    body += ["        " + line for line in start]
     # NumPy's max: a NaN wins (a flag beside max() keeps the loop vectorized, a select would not)
-    body += [f"            v = {result}", "            s_out[c] = v", "            top = max(top, v)",
-             "            nan |= v != v", "        if nan:", f"            top = {typed('np.nan')}"]
+    loop = _per_element("        ", ins, ones, lines, "cols") + [
+        f"            v = {result}", "            s_out[c] = v", "            top = max(top, v)", "            nan |= v != v"]
+    body += _exact_trig(loop, "        ", start)  # the row's values, its max and its NaN flag made again
+    body += ["        if nan:", f"            top = {typed('np.nan')}"]
     body += [f"        total = {typed('0.0')}", "        for c in range(cols):",
              f"            e = {exp}(s_out[c] - top)", *([] if log else ["            s_out[c] = e"]),
              "            total += e"]
@@ -490,10 +507,6 @@ def _runner(module, shape, out_dtypes: List[str], work: int) -> Callable:
     return run
 
 
-def _trig(chain: Chain) -> bool:
-    return any(m.op.__name__ in formulas.TRIG for m in chain.members)
-
-
 def vectorizes(chain: Chain, inputs: Sequence[Value]) -> bool:
     """Whether every member's formula compiles to vector instructions (formulas.vectorizes)."""
     part = formulas.split_reduction(chain)[0]
@@ -507,8 +520,6 @@ def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
     if not vectorizes(chain, inputs) or not numba_available():
         return None
     kind = formulas.split_reduction(chain)[1]
-    if kind is not None and _trig(chain):  # a reduction's or a softmax's kernel cannot do a chunk again
-        return None
     if kind in formulas.SOFTMAXES.values():
         return _softmax_forward(chain, inputs, outputs)
     if kind is not None:
