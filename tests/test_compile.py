@@ -1394,6 +1394,73 @@ def test_chains_with_sin_and_cos_fuse_with_exact_large_arguments(scale, dtype):
     assert_close(gw, ew, rtol=100 * eps, atol=100 * eps * float(ew.abs().max()))
 
 
+def test_float64_integer_powers_of_cpu_kernels_are_within_an_ulp_in_their_range():
+    numba = pytest.importorskip("numba")
+    from namedtensor.backends import numba_math
+
+    def each_of(n):
+        @numba.njit(error_model="numpy", fastmath={"contract"})  # as the kernels compile them
+        def each(a, out):
+            for i in range(a.shape[0]):
+                out[i] = numba_math.powi64(a[i], n)
+
+        return each
+
+    rng = np.random.default_rng(0)
+    wide = np.finfo(np.longdouble).nmant > 60  # the reference, as for sin and cos
+    for n in (1, 2, 3, 4, 5, 7, 11, 16, -1, -2, -3, -8, -16):
+        reach = numba_math.POWI_SAFE / abs(n)  # |x| ** n within 2^-POWI_SAFE and 2^POWI_SAFE
+        x = rng.choice([-1.0, 1.0], 100_000) * 2.0 ** rng.uniform(-reach, reach, 100_000)
+        x = np.concatenate([x, [2.0 ** reach, -(2.0 ** -reach), 1.0, -1.0]])
+        out = np.empty_like(x)
+        each_of(n)(x, out)
+        want = np.power(x.astype(np.longdouble), n)
+        ulp = np.spacing(np.abs(want.astype(np.float64))).astype(np.longdouble)
+        assert np.max(np.abs(out.astype(np.longdouble) - want) / ulp) <= (1.0 if wide else 1.5), n
+
+
+_POWERS = {
+    "x ** 4 + x": (lambda x, w: (x * w) ** 4 + x, "fused[mul+pow+add]"),
+    "x ** -3 * x": (lambda x, w: (x * w) ** -3 * x, "fused[mul+pow+mul]"),
+    "sum of x ** 16": (lambda x, w: ((x * w) ** 16).sum("b"), "fused[mul+pow+sum]"),
+    "softmax of x ** 7": (lambda x, w: ((x * w) ** 7).softmax("b"), "fused[mul+pow+softmax]"),
+}
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e30, 1e-30])
+@pytest.mark.parametrize("case", list(_POWERS))
+def test_float64_chains_with_integer_powers_fuse_with_exact_edges(case, scale):
+    pytest.importorskip("numba")
+    fn, label = _POWERS[case]
+    a = np.random.default_rng(0).standard_normal((6, 3000)) * scale  # 1e30, 1e-30: powers out of range
+    a[0, :5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]  # the C library's special cases, in the second pass
+    x = nt.tensor(a, names=("a", "b")).requires_grad_()
+    w = rnd(3000, names=("b",), seed=1, dtype="float64").requires_grad_()
+    with np.errstate(all="ignore"):
+        cf, got = compiled_quietly(fn, x, w)
+        want = fn(x, w)
+        r = nt.tensor(np.random.default_rng(2).standard_normal(got.shape), names=got.names)
+        grads, wanted = nt.grad((got * r).sum(), [x, w]), nt.grad((want * r).sum(), [x, w])
+    assert [n.op.name for n in program(cf).graph.nodes] == [label]
+    for g, e in [(got, want), *zip(grads, wanted)]:
+        g, e = g.detach().numpy(), e.detach().numpy()
+        assert np.array_equal(np.isnan(g), np.isnan(e)) and np.array_equal(g[np.isinf(e)], e[np.isinf(e)])
+        finite = np.isfinite(e)
+        # a few ulps of each term (a sum adds 3,000 of them, and + x may cancel): of the largest finite one
+        assert_close(g[finite], e[finite], rtol=1e-13, atol=1e-13 * np.abs(e[finite]).max(initial=0.0))
+
+
+def test_float64_powers_beyond_the_vectorized_ones_stay_ops():
+    pytest.importorskip("numba")
+    x, w = rnd(4, 50, names=("a", "b"), dtype="float64"), rnd(50, names=("b",), seed=1, dtype="float64")
+    for fn in (lambda x, w: (x * w) ** 17 + x, lambda x, w: (x * w).abs() ** 2.5 + x):
+        cf, got = compiled_quietly(fn, x, w)
+        assert "pow" in [n.op.name for n in program(cf).graph.nodes]
+        assert_close(got, fn(x, w), rtol=0, atol=0)
+    cf, _ = compiled_quietly(lambda x, w: (x * w) ** 17 + x, x.float(), w.float())  # float32: any power fuses
+    assert [n.op.name for n in program(cf).graph.nodes] == ["fused[mul+pow+add]"]
+
+
 _TRIG_ENDS = {
     "sum over the last dim": (lambda x, w: ((x * w).sin() * x).sum("b"), "fused[mul+sin+mul+sum]"),
     "mean over the first": (lambda x, w: ((x * w).cos() + x).mean("a"), "fused[mul+cos+add+mean]"),

@@ -24,7 +24,9 @@ f)`` and a polynomial in ``s^2``); ``log32``: Cephes' ``logf`` (a polynomial in 
 float32 operands as ``exp(y log|x|)`` in float64 (well within a float32 ulp), with the C library's special
 cases (a negative base to an odd integer power, NaN for a negative base to a non-integer, ``x ** 0``,
 ``1 ** y`` and ``(-1) ** inf`` are 1); float64 powers have no such form (its error would grow with
-``|y log x|`` in float64 ulps), so they call the C library.
+``|y log x|`` in float64 ulps), so they call the C library, but for ``powi64(x, n)``: an integer power by
+binary powering in double-double (Dekker's products), within an ulp where ``|x| ** n`` stays within
+2^-POWI_SAFE and 2^POWI_SAFE; kernels do other arguments again with ``powi64_exact`` (the C library's).
 ``sin32`` and ``cos32``: a float32 argument reduced in float64 by Cody and Waite's two-part pi/2 (its
 first 33 bits, whose products by the quotients below 2^20 are exact, and the rest), then the Taylor
 series of sin and cos on the remainder, the quadrant picking one: within an ulp for ``|x| <
@@ -47,7 +49,7 @@ from numba.extending import intrinsic, overload
 
 __all__ = ["exp", "tanh", "log", "log1p", "expm1", "exp32", "tanh32", "erf32", "log32", "log1p32", "expm1_32",
            "pow32", "sin32", "cos32", "sin32_exact", "cos32_exact", "sin64", "cos64", "sin64_exact", "cos64_exact",
-           "TRIG_LIMIT", "exp_of"]
+           "TRIG_LIMIT", "powi64", "powi64_exact", "POWI_SAFE", "exp_of"]
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
@@ -407,6 +409,62 @@ def sin64_exact(x):
 @njit(inline="always", cache=True)
 def cos64_exact(x):
     return math.cos(x)
+
+
+#: ``powi64(x, n)`` is exact where ``|x| ** n`` lies within 2^-POWI_SAFE and 2^POWI_SAFE: no product in
+#: between can overflow, or lose bits to the subnormals (kernels do other arguments again: ``powi64_exact``)
+POWI_SAFE = 900.0
+_SPLIT = 134217729.0  # 2^27 + 1: Veltkamp's split of a double into two halves of 26 bits
+
+
+@njit(inline="always", cache=True)
+def _two_prod(a, b):
+    """``a * b`` and its rounding error (Dekker's product of Veltkamp's halves: exact with or without a
+    fused multiply-add, for operands below 2^995)."""
+    p = a * b
+    c = _SPLIT * a
+    ah = c - (c - a)
+    al = a - ah
+    c = _SPLIT * b
+    bh = c - (c - b)
+    bl = b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+@njit(inline="always", cache=True)
+def _mul_dd(ah, al, bh, bl):
+    """The product of two double-doubles ``ah + al`` and ``bh + bl``, as one."""
+    p, e = _two_prod(ah, bh)
+    e += ah * bl + al * bh
+    h = p + e
+    return h, e - (h - p)
+
+
+@njit(inline="always", cache=True)
+def powi64(x, n):
+    """``x ** n`` of a float64 and an int ``n != 0``, within an ulp where ``|x| ** n`` lies
+    within 2^-POWI_SAFE and 2^POWI_SAFE: binary powering in double-double (about 2^-100 of relative error
+    per product), then for ``n < 0`` the reciprocal, corrected by its residual."""
+    m = abs(n)
+    bh, bl = x, 0.0
+    rh, rl = 1.0, 0.0
+    while True:
+        if m & 1:
+            rh, rl = _mul_dd(rh, rl, bh, bl)
+        m >>= 1
+        if m == 0:
+            break
+        bh, bl = _mul_dd(bh, bl, bh, bl)
+    if n > 0:
+        return rh + rl
+    q = 1.0 / rh
+    p, e = _two_prod(q, rh)
+    return q + (((1.0 - p) - e) - q * rl) * q
+
+
+@njit(inline="always", cache=True)
+def powi64_exact(x, n):
+    return math.pow(x, float(n))
 
 
 def exp_of(x):

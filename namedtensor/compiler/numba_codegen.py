@@ -22,7 +22,8 @@ log1p, float32 pow, sin and cos come from backends/numba_math.py): a call of the
 per element is several times slower than NumPy's vectorized loops, so graphs leave such ops unfused.
 sin32, cos32, sin64 and cos64 are exact below numba_math.TRIG_LIMIT: a kernel that calls them counts the
 larger arguments and does such a chunk (a reduction's row, a softmax's first pass over a row) again with
-the C library's functions (:func:`_exact_trig`).
+the C library's functions (:func:`_exact_pass`); so does a float64 integer power (numba_math.powi64) with
+an argument whose power might overflow, or lose bits to the subnormals.
 
 The source goes to a file under :func:`cache_dir` named by its hash, and Numba caches its machine code
 beside it (``cache=True``), so a second process loads the kernels compiled by the first.  Without Numba
@@ -61,7 +62,7 @@ _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
 _HEAD = ["import numpy as np", "from math import sqrt, fabs, pow",
          "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "
          "log32, log1p32, pow32, sin32, cos32, sin32_exact, cos32_exact, sin64, cos64, sin64_exact, cos64_exact, "
-         "TRIG_LIMIT",
+         "TRIG_LIMIT, powi64, powi64_exact",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
@@ -103,8 +104,12 @@ _LITERAL = re.compile(r"(?<!float32\()(?<!float64\()(?<![\w.])(\d+\.\d*(?:e[-+]?
 _FLOAT32_MATH = re.compile(r"\b(expm1|exp|tanh|erf|log1p|log|pow|sin|cos)\(")
 #: a float64 statement's sin and cos, numba_math's vectorized ones there
 _FLOAT64_TRIG = re.compile(r"\b(sin|cos)\(")
-#: a statement's call of sin32, cos32, sin64 or cos64, and its argument (a formula's argument is a name)
-_TRIG = re.compile(r"\b(sin32|cos32|sin64|cos64)\((\w+)\)")
+#: a float64 statement's power by an integer (formulas.INTEGER_POWERS), numba_math.powi64 there
+_FLOAT64_POWI = re.compile(r"\bpow\((\w+), float64\((-?\d+)\.0\)\)")
+#: a statement's call of a function exact for some arguments only: sin32, cos32, sin64 or cos64 (an argument
+#: below TRIG_LIMIT) or powi64 (a power within 2^-POWI_SAFE and 2^POWI_SAFE), with its argument (a formula's
+#: argument is a name) and powi64's exponent
+_CHECKED = re.compile(r"\b(sin32|cos32|sin64|cos64|powi64)\((\w+)(?:, (-?\d+))?\)")
 
 
 def _float32_function(call: "re.Match") -> str:
@@ -122,7 +127,7 @@ def _statement(var: str, dtype: str, expr: str) -> str:
     if dtype == "float32":
         expr = _FLOAT32_MATH.sub(_float32_function, _LITERAL.sub(r"float32(\1)", expr))
     elif dtype == "float64":
-        expr = _FLOAT64_TRIG.sub(r"\g<1>64(", expr)
+        expr = _FLOAT64_POWI.sub(_powi, _FLOAT64_TRIG.sub(r"\g<1>64(", expr))
     return f"{var} = {dtype}({expr})"
 
 
@@ -209,14 +214,14 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
     loop = _per_element("        ", ins, ones, lines, "n")
     loop += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
     adds = [f"t_{name} += " if one[-1] else f"s_{name}[c] += " for name, _, one, _ in sums]
-    trig = _trig_lines(loop)
+    trig = _checked_lines(loop)
     if trig:
         # the chunk's terms of the sums go to buffers of its own first, which a second pass writes again
         loop += [f"            q_{name}[c] = {r}" for name, r, _, _ in sums]
         body = [f"    q_{name} = np.empty({_CHUNK}, {dtype})" for name, _, _, dtype in sums] + body
     else:
         loop += [f"            {add}{r}" for add, (_, r, _, _) in zip(adds, sums)]
-    body += _exact_trig(loop)
+    body += _exact_pass(loop)
     if trig and sums:
         body += ["        for c in range(n):"] + [f"            {add}q_{name}[c]" for add, (name, _, _, _) in zip(adds, sums)]
     body += after
@@ -226,20 +231,38 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
     return "\n".join(_HEAD + [_jit(reassoc=any(one[-1] for _, _, one, _ in sums)), f"def kernel({args}):", *body, ""])
 
 
-def _trig_lines(lines: List[str]) -> bool:
-    return any(_TRIG.search(line) for line in lines)
+def _powi(call: "re.Match") -> str:
+    n = int(call.group(2))
+    return f"powi64({call.group(1)}, {n})" if 0 < abs(n) <= formulas.INTEGER_POWERS else call.group(0)
 
 
-def _exact_trig(loop: List[str], pad: str = "        ", reset: Sequence[str] = ()) -> List[str]:
+def _checked_lines(lines: List[str]) -> bool:
+    return any(_CHECKED.search(line) for line in lines)
+
+
+def _outside(function: str, arg: str, n: str) -> str:
+    """The test that ``function`` (a match of _CHECKED, ``n`` its exponent or '') is not exact at ``arg``: a
+    NaN is outside a power's range (and sin's NaN is exact)."""
+    if not n:
+        return f"abs({arg}) >= TRIG_LIMIT"
+    from ..backends.numba_math import POWI_SAFE  # with Numba, which kernels need
+
+    reach = POWI_SAFE / abs(int(n))
+    return f"not ({2.0 ** -reach!r} <= abs({arg}) <= {2.0 ** reach!r})"
+
+
+def _exact_pass(loop: List[str], pad: str = "        ", reset: Sequence[str] = ()) -> List[str]:
     """``loop`` (a loop at indent ``pad`` over a chunk's elements, writing its outputs or adding into
-    totals), and where it calls sin32, cos32, sin64 or cos64, which are exact for arguments below TRIG_LIMIT
-    only: a count of the larger arguments, and the loop done again with the C library's functions when
-    there is one (rare: a sin of a million), after the ``reset`` statements (a total back to 0)."""
-    args = sorted({arg for line in loop for _, arg in _TRIG.findall(line)})
-    if not args:
+    totals), and where it calls functions exact for some arguments only (_CHECKED: sin and cos below
+    TRIG_LIMIT, a float64 integer power that stays within 2^-POWI_SAFE and 2^POWI_SAFE), a count of the
+    other arguments, and the loop done again with the C library's functions when there is one (rare: a sin
+    of a million, a power that overflows), after the ``reset`` statements (a total back to 0)."""
+    tests = sorted({_outside(*call) for line in loop for call in _CHECKED.findall(line)})
+    if not tests:
         return loop
-    again = [_TRIG.sub(lambda call: f"{call.group(1)}_exact({call.group(2)})", line) for line in loop]
-    return ([f"{pad}far = 0"] + loop + [f"{pad}    far += abs({a}) >= TRIG_LIMIT" for a in args]
+    again = [_CHECKED.sub(lambda call: f"{call.group(1)}_exact({', '.join(a for a in call.groups()[1:] if a)})", line)
+             for line in loop]
+    return ([f"{pad}far = 0"] + loop + [f"{pad}    far += {test}" for test in tests]
             + [f"{pad}if far:"] + [f"{pad}    {r}" for r in reset] + ["    " + line for line in again])
 
 
@@ -259,8 +282,8 @@ def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.St
     body += loops
     body += _slices(pad, ins, ones, index, ":")
     loop = _per_element(pad, ins, ones, lines, f"shape[{ndim - 1}]")
-    if _trig_lines(loop):  # the row's total apart, which a second pass makes again
-        body += [f"{pad}row = 0.0", *_exact_trig(loop + [f"{pad}    row += {result}"], pad, ["row = 0.0"]),
+    if _checked_lines(loop):  # the row's total apart, which a second pass makes again
+        body += [f"{pad}row = 0.0", *_exact_pass(loop + [f"{pad}    row += {result}"], pad, ["row = 0.0"]),
                  f"{pad}acc += row"]
     else:
         body += loop + [f"{pad}    acc += {result}"]
@@ -286,9 +309,9 @@ def _columns_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.S
     body += loops
     body += _slices(pad, ins, ones, [f"i{d}" if d in kept else f"j{d}" for d in range(ndim - 1)], "c0:c0 + n")
     loop = _per_element(pad, ins, ones, lines, "n")
-    if _trig_lines(loop):  # the chunk's terms to a buffer first, which a second pass writes again
+    if _checked_lines(loop):  # the chunk's terms to a buffer first, which a second pass writes again
         body = [f"    q = np.empty({_CHUNK}, np.float64)"] + body
-        body += _exact_trig(loop + [f"{pad}    q[c] = {result}"], pad)
+        body += _exact_pass(loop + [f"{pad}    q[c] = {result}"], pad)
         body += [f"{pad}for c in range(n):", f"{pad}    s_acc[c] += q[c]"]
     else:
         body += loop + [f"{pad}    s_acc[c] += {result}"]
@@ -377,7 +400,7 @@ def _softmax_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.S
     # NumPy's max: a NaN wins (a flag beside max() keeps the loop vectorized, a select would not)
     loop = _per_element("        ", ins, ones, lines, "cols") + [
         f"            v = {result}", "            s_out[c] = v", "            top = max(top, v)", "            nan |= v != v"]
-    body += _exact_trig(loop, "        ", start)  # the row's values, its max and its NaN flag made again
+    body += _exact_pass(loop, "        ", start)  # the row's values, its max and its NaN flag made again
     body += ["        if nan:", f"            top = {typed('np.nan')}"]
     body += [f"        total = {typed('0.0')}", "        for c in range(cols):",
              f"            e = {exp}(s_out[c] - top)", *([] if log else ["            s_out[c] = e"]),
