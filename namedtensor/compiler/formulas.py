@@ -23,7 +23,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..ops.fusion import Chain
 from .ir import Value
 
-__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "POW_EXPONENTS", "INTEGER_POWERS", "REDUCTIONS", "SOFTMAXES",
+__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "POW_EXPONENTS", "INTEGER_POWERS",
+           "REDUCTIONS", "SOFTMAXES",
            "reduced_axes", "reduces", "softmaxes_last", "softmax_seed", "softmax_row_term", "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
@@ -69,10 +70,6 @@ def _sign(x: str) -> str:
 #: the numbers ``x ** e`` takes without the C library's ``pow``: by products, a square root or a division
 #: (each exact, or within an ulp of the correctly rounded power), with NumPy's edge cases (its power by
 #: 0.5 is a square root: NaN at -inf, -0 at -0)
-#: the largest |n| of the float64 integer powers that CPU kernels compute (numba_math.powi64: a product per
-#: bit of n and a square, vectorized; a million elements: x ** 4 0.78 ms, x ** 16 1.76, against 1.45 for
-#: NumPy's vectorized pow on this machine, and a chain's kernel saves a pass over memory or more besides)
-INTEGER_POWERS = 16
 POW_EXPONENTS = {
     0.0: (lambda x: "1.0", lambda x, g: "0.0"),
     0.5: (lambda x: f"sqrt({x})", lambda x, g: f"({g} * 0.5 / sqrt({x} + 0.0))"),  # NumPy's x ** 0.5 is sqrt
@@ -81,6 +78,10 @@ POW_EXPONENTS = {
     3.0: (lambda x: f"({x} * {x} * {x})", lambda x, g: f"({g} * 3.0 * ({x} * {x}))"),
     -1.0: (lambda x: f"(1.0 / {x})", lambda x, g: f"({g} * -1.0 / ({x} * {x}))"),
 }
+#: the largest |n| of the float64 integer powers that CPU kernels compute (numba_math.powi64: a product per
+#: bit of n and a square, vectorized; a million elements: x ** 4 0.78 ms, x ** 16 1.76, against 1.45 for
+#: NumPy's vectorized pow on this machine, and a chain's kernel saves a pass over memory or more besides)
+INTEGER_POWERS = 16
 _TYPED_NUMBER = re.compile(r"^float(?:32|64)\((.+)\)$")
 #: the texts of the numbers that Python's repr does not spell as literals (the kernels' modules import
 #: NumPy as np; cuda_codegen.c_expression spells these in C)
@@ -232,7 +233,7 @@ def vectorizes(ops: Sequence[Tuple[str, Sequence[Any]]], dtypes: Sequence[str]) 
 
 
 def _vector_power(e: Optional[float]) -> bool:
-    return e in POW_EXPONENTS or (e is not None and e == int(e) and abs(e) <= INTEGER_POWERS)
+    return e in POW_EXPONENTS or (e is not None and abs(e) <= INTEGER_POWERS and e == int(e))
 
 
 def _number(a: Any) -> Optional[float]:

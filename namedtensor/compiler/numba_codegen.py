@@ -120,8 +120,8 @@ def _float32_function(call: "re.Match") -> str:
 def _statement(var: str, dtype: str, expr: str) -> str:
     """``var = expr`` converted to ``dtype``.  A float32 statement computes in float32, as NumPy's float32
     loops do: its literals become float32 (Numba types a bare ``0.5`` as float64, which would widen the
-    whole expression) and it calls numba_math's float32 functions; a float64 one calls numba_math's sin64
-    and cos64 (math's sin and cos would call the C library per element)."""
+    whole expression) and it calls numba_math's float32 functions; a float64 one calls numba_math's sin64,
+    cos64 and powi64 (math's sin, cos and pow would call the C library per element)."""
     if dtype == "bool":
         return f"{var} = {expr}"
     if dtype == "float32":
@@ -214,15 +214,15 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
     loop = _per_element("        ", ins, ones, lines, "n")
     loop += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
     adds = [f"t_{name} += " if one[-1] else f"s_{name}[c] += " for name, _, one, _ in sums]
-    trig = _checked_lines(loop)
-    if trig:
+    checked = _checked_lines(loop)
+    if checked:
         # the chunk's terms of the sums go to buffers of its own first, which a second pass writes again
         loop += [f"            q_{name}[c] = {r}" for name, r, _, _ in sums]
         body = [f"    q_{name} = np.empty({_CHUNK}, {dtype})" for name, _, _, dtype in sums] + body
     else:
         loop += [f"            {add}{r}" for add, (_, r, _, _) in zip(adds, sums)]
     body += _exact_pass(loop)
-    if trig and sums:
+    if checked and sums:
         body += ["        for c in range(n):"] + [f"            {add}q_{name}[c]" for add, (name, _, _, _) in zip(adds, sums)]
     body += after
     args = ", ".join(["first", "last"] + (["part"] if sums else []) + [f"a_{name}" for name in ins + outs]
