@@ -46,6 +46,8 @@ UNARY = {
     "reciprocal": lambda x: 1.0 / (x * x + 1.0),
     "scale": lambda x: x * 0.75 - 0.25,
     "cube": lambda x: x ** 3,
+    "fourth": lambda x: (x * 0.5) ** 4,
+    "inverse_square": lambda x: (x * x + 1.0) ** -2,
     "clamp": lambda x: x.clamp(-0.5, 0.8),
     "erf": lambda x: x.erf(),
     "expm1": lambda x: (x * 0.5).expm1(),
