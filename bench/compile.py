@@ -426,7 +426,7 @@ def main() -> None:
         alone_child(ARGS.child.partition(" ")[2])
         return
     if ARGS.child:
-        memory_child(ARGS.child.split()[1])
+        memory_child(ARGS.child.partition(" ")[2])
         return
     if torch is None:
         print("PyTorch is not installed (pip install torch==2.13.0): no PyTorch column.")

@@ -6,6 +6,10 @@ run time, since every node's output names and params were fixed by the trace.  B
 through ``apply``, a compiled call records the same autograd graph as an eager one (gradients are the
 eager gradients), reports each op, fused ones included, to ``nt.profile``, and checks devices.
 
+Each value's local is deleted after the last node that reads it, as an eager function's last reference
+to a tensor goes: a whole training step frees its forward's values (those its backward does not keep)
+before the backward runs.
+
 Externals are read afresh at every call (the tensor object is held, its array read by ``apply``);
 :meth:`Program.guards_hold` checks that they kept the names, shape, dtype and device the graph was
 traced with.  Constants returned as outputs are cloned, so a caller cannot edit the graph's copy.
@@ -69,7 +73,19 @@ def build(graph: Graph, report: Dict[str, int]) -> Program:
             if v.kind == "external":
                 a = raw(v.source)
                 externals.append((v.source, (v.source.names, tuple(a.shape), str(a.dtype), v.source.device)))
+    # each value's local (and env entry) goes after the last node that reads it, as eagerly the last
+    # reference to a tensor goes: the autograd graph keeps what a backward needs, and a whole training
+    # step frees its forward's other values before its backward, not at its return
+    last = {v.id: i for i, n in enumerate(graph.nodes) for v in [*n.values_read(), *n.outputs]}
+    for v in graph.outputs:
+        if isinstance(v, Value):
+            last.pop(v.id, None)
+    drop: Dict[int, List[int]] = {}
+    for vid, i in sorted(last.items()):
+        drop.setdefault(i, []).append(vid)
     for i, n in enumerate(graph.nodes):
+        if i:
+            _drop(lines, drop.get(i - 1, ()), dynamic)
         scope[f"op{i}"] = n.op
         scope[f"names{i}"] = n.names
         args = "".join(f"v{a.id}, " if isinstance(a, Value) else f"c{i}_{j}, " for j, a in enumerate(n.args))
@@ -101,6 +117,7 @@ def build(graph: Graph, report: Dict[str, int]) -> Program:
             lines.append(f"    {outs}{',' if len(n.outputs) == 1 else ''} = {call}")
             if dynamic:
                 lines.extend(f"    env[{v.id}] = v{v.id}" for v in n.outputs)
+    _drop(lines, drop.get(len(graph.nodes) - 1, ()), dynamic)
     results = []
     for k, v in enumerate(graph.outputs):
         if isinstance(v, Value):
@@ -112,3 +129,9 @@ def build(graph: Graph, report: Dict[str, int]) -> Program:
     source = "\n".join(lines)
     exec(compile(source, "<nt.compile graph>", "exec"), scope)
     return Program(graph, scope["run"], source, externals, report)
+
+
+def _drop(lines: List[str], ids, dynamic: bool) -> None:
+    """The line deleting the locals ``v<id>`` of ``ids`` (and their entries of ``env``, in a program that has one)."""
+    if ids:
+        lines.append("    del " + ", ".join([f"v{i}" for i in ids] + ([f"env[{i}]" for i in ids] if dynamic else [])))
