@@ -384,17 +384,20 @@ def fuse_residual_norms(graph: Graph, add: type, after_add: Dict[type, type], in
 
 
 def write_in_place(graph: Graph) -> int:
-    """Make each setitem whose old value is another setitem's result that nothing else reads (nor returns)
-    write into that result's array instead of a copy of it; returns how many.  A setitem's result is an
-    array of its own (the first of a run of writes copies), so no other value sees the write: a tensor
-    built by writes into its parts costs one copy, not one per write."""
+    """Make each setitem whose old value is an op's result that nothing else reads (nor returns) write into
+    that result's array instead of a copy of it; returns how many.  The trace lets a write into an op's
+    result through only where no other tensor may see its data (not a view's result, nor viewed), and an
+    op's result is an array of its own; the op must not keep it for its backward either (``saves_output``,
+    ``stashes``).  So a tensor built by writes into its parts costs one copy, not one per write, and a
+    write into an op's fresh result (``y = x * 2; y[0] = 0``) none."""
     readers = _readers(graph)
     returned = {v.id for v in graph.outputs if isinstance(v, Value)}
     count = 0
     for n in graph.nodes:
         old = n.args[0] if n.op.name == "setitem" else None
-        if (isinstance(old, Value) and old.kind == "op" and old.source.op is n.op and old.id not in returned
-                and len(readers[old.id]) == 1):
+        if (isinstance(old, Value) and old.kind == "op" and old.id not in returned and len(readers[old.id]) == 1
+                and not (old.source.op.saves_output or old.source.op.stashes or old.source.op.view
+                         or getattr(old.source.op, "may_view", False))):
             n.params = {**n.params, "in_place": True}
             count += 1
     return count

@@ -438,7 +438,8 @@ class _IndexPut(Op):
 
     @staticmethod
     def forward(B, x, value, *, key, basic, region, in_place=False):
-        out = x if in_place else B.asarray(x, copy=True)
+        # a 0-dim result may be stored as a NumPy scalar, which takes no write: an array of it, then
+        out = x if in_place and hasattr(x, "__setitem__") else B.asarray(x, copy=True)
         B.setitem(out, key, value)
         return out
 
