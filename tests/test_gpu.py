@@ -735,3 +735,19 @@ def test_a_whole_compiled_training_step_matches_the_eager_steps_on_the_device():
     (program,) = [p for p in step.cache.values() if p is not None]
     assert [n.params["what"] for n in program.graph.nodes if n.effect()] == [
         "zero_grad", "backward", "clip_grad_norm_", "AdamW.step", "StepLR.step"]
+
+
+def test_compiled_writes_into_op_results_and_factory_tensors_on_the_device():
+    def fn(x, w):
+        y = x * w  # an op's own result: written in place
+        y[0] = 0.5
+        rows = nt.zeros_like(x)  # a factory's tensor: copied once, then written in place
+        for i in range(x.shape[0]):
+            rows[i] = x[i] * 2.0 + i
+        return y * x + rows
+
+    compiled = nt.compile(fn)
+    check(compiled, x3(), rnd(8, names=("embed",), seed=1))
+    gpu = [p for key, p in compiled.cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
+    writes = [n.params.get("in_place", False) for n in gpu.graph.nodes if n.op.name == "setitem"]
+    assert writes == [True, False, True]
