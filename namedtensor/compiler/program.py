@@ -73,9 +73,7 @@ def build(graph: Graph, report: Dict[str, int]) -> Program:
             if v.kind == "external":
                 a = raw(v.source)
                 externals.append((v.source, (v.source.names, tuple(a.shape), str(a.dtype), v.source.device)))
-    # each value's local (and env entry) goes after the last node that reads it, as eagerly the last
-    # reference to a tensor goes: the autograd graph keeps what a backward needs, and a whole training
-    # step frees its forward's other values before its backward, not at its return
+    # the node after which each value's local goes (see the module docstring); returned values stay
     last = {v.id: i for i, n in enumerate(graph.nodes) for v in [*n.values_read(), *n.outputs]}
     for v in graph.outputs:
         if isinstance(v, Value):
