@@ -581,6 +581,27 @@ def test_a_write_into_an_ops_own_result_copies_only_what_a_backward_keeps():
     assert gradcheck(cf, x)  # eagerly exp's backward would refuse its edited result; the graph's is the function's
 
 
+@pytest.mark.parametrize("make", ["diagonal", "unfold", "real"])
+def test_a_write_into_a_read_only_result_raises_as_eagerly(make):
+    # eagerly the write raises (these copies stand for PyTorch's views); a graph would have written a copy
+    take = {"diagonal": lambda y: y.diagonal(),
+            "unfold": lambda y: y.unfold("c", 2, 1),
+            "real": lambda y: (y * (1 + 1j)).real}[make]
+
+    def fn(x):
+        y = take(x * 2)
+        y[0] = 5.0
+        return y
+
+    x = rnd(3, 3, names=("r", "c"), dtype="float64")
+    with pytest.raises(ValueError, match="read-only view") as eager:
+        fn(x)
+    cf = nt.compile(fn)
+    with pytest.warns(UserWarning, match="read-only"), pytest.raises(ValueError, match="read-only view") as got:
+        cf(x)
+    assert str(got.value) == str(eager.value)
+
+
 def test_a_write_copies_where_the_value_before_it_is_read_again():
     def fn(x):
         y = nt.zeros_like(x)

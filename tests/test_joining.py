@@ -239,7 +239,19 @@ def test_pad_forms_and_crop():
     assert_close(t.pad((1, 2)), np.pad(a, ((0, 0), (1, 2))))  # PyTorch's flat form: the last dim first
     assert_close(t.pad({"feat": (-1, 2)}), np.pad(a[:, 1:], ((0, 0), (0, 2))))
     assert_close(t.pad({-2: (1, -2)}), np.pad(a[:1], ((1, 0), (0, 0))))
-    assert t.pad({}) is t
+    same = t.pad({})  # a new tensor, as PyTorch's F.pad(x, ()) gives
+    assert same is not t and not np.shares_memory(same.numpy(), t.numpy())
+    assert_close(same, a)
+
+
+def test_a_crop_or_a_pad_by_nothing_is_an_array_of_its_own():
+    # PyTorch's pad returns a new tensor: a write into the result leaves the input alone
+    for widths in ({"w": (0, 0)}, {"w": (-1, 0)}, {"h": (-1, -1), "w": (0, 0)}):
+        x = nt.tensor(np.arange(12.0).reshape(3, 4), names=("h", "w"))
+        y = nt.pad(x, widths)
+        y[0] = -1.0
+        assert (x.numpy() == np.arange(12.0).reshape(3, 4)).all(), widths
+        assert (y.numpy()[0] == -1.0).all()
 
 
 def test_pad_errors():

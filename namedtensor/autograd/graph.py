@@ -48,6 +48,8 @@ class Op:
     differentiable = True
     #: the output is a view of input 0: it shares its version counter.
     view = False
+    #: the output is handed out read-only (a copy standing for PyTorch's view): a write into it raises
+    read_only = False
     #: the backward follows PyTorch's convention for complex operands (docs/design.md, "Autograd"); an op
     #: without it refuses to record a graph through complex tensors rather than give wrong gradients
     complex_grad = False

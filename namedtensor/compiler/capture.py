@@ -234,6 +234,8 @@ class _Recorder:
         elif (getattr(t, "_view", None) is not None or (v.kind == "op" and _may_view(v.source.op))
               or v.id in self.viewed or len(self.sharing[id(vc)]) > 1):
             what = "that may share its data with a view"
+        elif v.kind == "op" and v.source.op.read_only:  # eagerly the write raises, which it then does
+            what = "that is read-only (the copy that diagonal, unfold, real, imag or view_as_real hands out)"
         else:
             return
         raise Untraceable(op, f"writes in place into a tensor {t.names} {what}, which graphs do not trace yet "

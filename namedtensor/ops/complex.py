@@ -48,6 +48,7 @@ def _read_only_copy(B, part):
 
 class _Real(Op):
     name = "real"
+    read_only = True
     complex_grad = True
 
     @staticmethod
@@ -69,6 +70,7 @@ def real(t: Tensor) -> Tensor:
 
 class _Imag(Op):
     name = "imag"
+    read_only = True
     complex_grad = True
 
     @staticmethod
@@ -223,6 +225,7 @@ def polar(abs: Any, angle: Any) -> Tensor:
 
 class _ViewAsReal(Op):
     name = "view_as_real"
+    read_only = True
     complex_grad = True
 
     @staticmethod

@@ -658,6 +658,7 @@ def masked_select(t: Tensor, mask: Any) -> Tensor:
 
 class _Diagonal(_Take):
     name = "diagonal"
+    read_only = True
 
     @staticmethod
     def forward(B, x, key):

@@ -240,8 +240,10 @@ class _Pad(Op):
             x = x[tuple(slice(max(-a, 0), s - max(-b, 0)) for (a, b), s in zip(widths, x.shape))]
         grow = tuple((max(a, 0), max(b, 0)) for a, b in widths)
         if any(a or b for a, b in grow):
-            x = B.pad(x, grow, value)
-        return x
+            return B.pad(x, grow, value)
+        # a crop (or nothing): an array of its own, as PyTorch's pad gives, not a slice of the input that
+        # a write into the result would change behind the graph's back
+        return B.asarray(x, copy=True)
 
     @staticmethod
     def backward(node, g):
@@ -291,7 +293,8 @@ def pad(t: Tensor, pad: Union[Mapping[Dim, Union[int, Tuple[int, int]]], Sequenc
     """Pad with a constant: ``pad(t, {"seq": (0, 3), "feat": 1})`` adds 0 before and 3 after along
     ``"seq"`` and 1 on both sides of ``"feat"``.  Keys are names or ints.  PyTorch's flat form
     (``(left, right, top, bottom, ...)``, from the last dim backwards) also works.  A negative width
-    crops.  Keeps the names."""
+    crops.  Keeps the names.  The result is a new tensor (a write into it leaves ``t`` alone), also where
+    nothing is padded, as PyTorch's."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"pad: value must be a number, got {type(value).__name__} {value!r}.")
     if isinstance(value, float) and t.dtype.kind != "f":
@@ -306,9 +309,7 @@ def pad(t: Tensor, pad: Union[Mapping[Dim, Union[int, Tuple[int, int]]], Sequenc
                 f"pad: the widths ({a}, {b}) crop more than the {s} entries of "
                 f"{_names._dim_label(t._names, i)} (names {_names.fmt(t._names)})."
             )
-    if all(a == 0 and b == 0 for a, b in widths):
-        return t
-    return apply(_Pad, (t,), t._names, widths=widths, value=value)
+    return apply(_Pad, (t,), t._names, widths=widths, value=value)  # a new tensor, as PyTorch's, even by nothing
 
 
 METHODS = {"split": split, "chunk": chunk, "unbind": unbind, "pad": pad}

@@ -155,6 +155,7 @@ class _Unfold(Op):
     axis holds each window."""
 
     name = "unfold"
+    read_only = True
 
     @staticmethod
     def forward(B, x, axis, size, step):
