@@ -581,6 +581,29 @@ def test_a_write_into_an_ops_own_result_copies_only_what_a_backward_keeps():
     assert gradcheck(cf, x)  # eagerly exp's backward would refuse its edited result; the graph's is the function's
 
 
+@pytest.mark.parametrize("cut", ["split", "chunk", "unbind"])
+@pytest.mark.parametrize("edit", ["the base", "a piece"])
+def test_an_edit_after_split_or_unbind_shows_in_the_views_as_eagerly(cut, edit):
+    # the pieces are views of the base: eagerly an edit of either shows in the other
+    pieces = {"split": lambda y: y.split(2, dim="r"), "chunk": lambda y: y.chunk(2, dim="r"),
+              "unbind": lambda y: y.unbind("r")}[cut]
+
+    def fn(x):
+        y = x * 2
+        parts = pieces(y)
+        (y if edit == "the base" else parts[0])[0] = 100.0
+        return parts[0] * 1, y * 1
+
+    x = rnd(4, 3, names=("r", "c"), dtype="float64")
+    want = fn(x)
+    cf = nt.compile(fn)
+    with pytest.warns(UserWarning, match="may share its data with a view"):
+        got = cf(x)
+    for g, e in zip(got, want):
+        assert_close(g, e, rtol=0, atol=0)
+    assert want[0].numpy().max() == 100.0
+
+
 @pytest.mark.parametrize("make", ["diagonal", "unfold", "real"])
 def test_a_write_into_a_read_only_result_raises_as_eagerly(make):
     # eagerly the write raises (these copies stand for PyTorch's views); a graph would have written a copy

@@ -89,6 +89,9 @@ class _Split(Op):
     name = "split"
     complex_grad = True
     n_outputs = None  # as many outputs as pieces
+    #: its outputs are views of its input (_views_of shares the version counter after the op has run,
+    #: which a trace does not see): nt.compile refuses in-place edits of either, as for a reshape
+    may_view = True
 
     @staticmethod
     def forward(B, x, axis, bounds):
@@ -193,6 +196,7 @@ class _Unbind(Op):
     name = "unbind"
     complex_grad = True
     n_outputs = None  # as many outputs as slices
+    may_view = True  # as _Split's
 
     @staticmethod
     def forward(B, x, axis):
