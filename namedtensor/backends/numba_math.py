@@ -25,7 +25,7 @@ float32 operands as ``exp(y log|x|)`` in float64 (well within a float32 ulp), wi
 cases (a negative base to an odd integer power, NaN for a negative base to a non-integer, ``x ** 0``,
 ``1 ** y`` and ``(-1) ** inf`` are 1); float64 powers have no such form (its error would grow with
 ``|y log x|`` in float64 ulps), so they call the C library, but for ``powi64(x, n)``: an integer power by
-binary powering in double-double (Dekker's products), within an ulp where ``|x| ** n`` stays within
+binary powering in double-double (exact products by fused multiply-adds), within an ulp where ``|x| ** n`` stays within
 2^-POWI_SAFE and 2^POWI_SAFE; kernels do other arguments again with ``powi64_exact`` (the C library's).
 ``sin32`` and ``cos32``: a float32 argument reduced in float64 by Cody and Waite's two-part pi/2 (its
 first 33 bits, whose products by the quotients below 2^20 are exact, and the rest), then the Taylor
@@ -73,6 +73,18 @@ _double_from_bits = _bitcast(types.int64, types.float64, ir.DoubleType())
 _float_from_bits = _bitcast(types.int32, types.float32, ir.FloatType())
 _bits_of_double = _bitcast(types.float64, types.int64, ir.IntType(64))
 _bits_of_float = _bitcast(types.float32, types.int32, ir.IntType(32))
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """``a * b + c`` rounded once (LLVM's fma: the processor's fused multiply-add), whatever a kernel's
+    contraction flags would make of the spelled-out product and sum."""
+    def codegen(context, builder, signature, args):
+        double = ir.DoubleType()
+        fma = builder.module.declare_intrinsic("llvm.fma", [double], ir.FunctionType(double, [double] * 3))
+        return builder.call(fma, args)
+
+    return types.float64(types.float64, types.float64, types.float64), codegen
 
 
 @njit(inline="always", cache=True)
@@ -414,21 +426,14 @@ def cos64_exact(x):
 #: ``powi64(x, n)`` is exact where ``|x| ** n`` lies within 2^-POWI_SAFE and 2^POWI_SAFE: no product in
 #: between can overflow, or lose bits to the subnormals (kernels do other arguments again: ``powi64_exact``)
 POWI_SAFE = 900.0
-_SPLIT = 134217729.0  # 2^27 + 1: Veltkamp's split of a double into two halves of 26 bits
 
 
 @njit(inline="always", cache=True)
 def _two_prod(a, b):
-    """``a * b`` and its rounding error (Dekker's product of Veltkamp's halves: exact with or without a
-    fused multiply-add, for operands below 2^995)."""
+    """``a * b`` and its rounding error, exactly (a fused multiply-add: Dekker's product of split halves
+    would need every step rounded as written, which the kernels' contraction flags do not promise)."""
     p = a * b
-    c = _SPLIT * a
-    ah = c - (c - a)
-    al = a - ah
-    c = _SPLIT * b
-    bh = c - (c - b)
-    bl = b - bh
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, _fma(a, b, -p)
 
 
 @njit(inline="always", cache=True)
@@ -443,8 +448,9 @@ def _mul_dd(ah, al, bh, bl):
 @njit(inline="always", cache=True)
 def powi64(x, n):
     """``x ** n`` of a float64 and an int ``n != 0``, within an ulp where ``|x| ** n`` lies
-    within 2^-POWI_SAFE and 2^POWI_SAFE: binary powering in double-double (about 2^-100 of relative error
-    per product), then for ``n < 0`` the reciprocal, corrected by its residual."""
+    within 2^-POWI_SAFE and 2^POWI_SAFE, and for ``n > 0`` at ``x = ±0`` too (a ReLU's zeros): binary
+    powering in double-double (about 2^-100 of relative error per product), then for ``n < 0`` the
+    reciprocal, corrected by its residual."""
     m = abs(n)
     bh, bl = x, 0.0
     rh, rl = 1.0, 0.0
@@ -456,7 +462,7 @@ def powi64(x, n):
             break
         bh, bl = _mul_dd(bh, bl, bh, bl)
     if n > 0:
-        return rh + rl
+        return rh + rl if x != 0.0 else (x if n & 1 else 0.0)  # -0 to an odd power is -0
     q = 1.0 / rh
     p, e = _two_prod(q, rh)
     return q + (((1.0 - p) - e) - q * rl) * q

@@ -242,13 +242,14 @@ def _checked_lines(lines: List[str]) -> bool:
 
 def _outside(function: str, arg: str, n: str) -> str:
     """The test that ``function`` (a match of _CHECKED, ``n`` its exponent or '') is not exact at ``arg``: a
-    NaN is outside a power's range (and sin's NaN is exact)."""
+    NaN is outside a power's range (and sin's NaN is exact), 0 inside a positive power's."""
     if not n:
         return f"abs({arg}) >= TRIG_LIMIT"
     from ..backends.numba_math import POWI_SAFE  # with Numba, which kernels need
 
     reach = POWI_SAFE / abs(int(n))
-    return f"not ({2.0 ** -reach!r} <= abs({arg}) <= {2.0 ** reach!r})"
+    zero = f" or {arg} == 0.0" if int(n) > 0 else ""  # powi64's own case
+    return f"not ({2.0 ** -reach!r} <= abs({arg}) <= {2.0 ** reach!r}{zero})"
 
 
 def _exact_pass(loop: List[str], pad: str = "        ", reset: Sequence[str] = ()) -> List[str]:
