@@ -346,6 +346,7 @@ class Tensor(TensorMethods):
         """The same data and names, out of the graph (a view: in-place edits show in both)."""
         t = Tensor._make(self._data, self._names, self._B)
         t._vc = mode.version_counter(self)
+        _tell_tracer(self, t)
         return t
 
     @property
@@ -353,7 +354,9 @@ class Tensor(TensorMethods):
         """PyTorch's ``.data``: the same data and names out of the graph, like :meth:`detach`, but with a
         version counter of its own, so in-place edits through it are hidden from autograd (a graph that
         saved this tensor still uses it, and sees the new values)."""
-        return Tensor._make(self._data, self._names, self._B)
+        t = Tensor._make(self._data, self._names, self._B)
+        _tell_tracer(self, t)
+        return t
 
     @data.setter
     def data(self, value: "Tensor") -> None:
@@ -425,3 +428,11 @@ def install_methods(table: Dict[str, Any]) -> None:
     """Attach op functions to ``Tensor`` as methods (``t.sum("seq")`` is ``ops.sum(t, "seq")``)."""
     for name, fn in table.items():
         setattr(Tensor, name, fn)
+
+
+def _tell_tracer(source: Tensor, out: Tensor) -> None:
+    """Tell a tracer with a ``detach_hook`` (nt.compile's) that ``out`` shares ``source``'s array, made outside
+    the ops (``detach()``, ``.data``): an edit of either shows in the other."""
+    tracer = mode.state.current[1]
+    if tracer is not None and hasattr(tracer, "detach_hook"):
+        tracer.detach_hook(source, out)

@@ -2,7 +2,8 @@
 
 A test module opts in with ``pytestmark = pytest.mark.usefixtures("backend")``;
 its tests then run once per CPU backend.  ``no_cupy`` makes CuPy unimportable
-(the errors of a machine without it, wherever the suite runs).
+(the errors of a machine without it, wherever the suite runs).  Every test starts with the session's
+thread settings (``thread_settings_restored``).
 
 Tests marked ``gpu`` need CuPy and a CUDA device; without them they are
 deselected (not skipped), and the run's header and summary say why.
@@ -28,6 +29,21 @@ def backend(request):
     nt.manual_seed(0)
     yield b
     backends.use_cpu_backend("numpy")
+
+
+@pytest.fixture(autouse=True)
+def thread_settings_restored():
+    """Every test starts with the session's threads and the pool's product mode: a test that sets threads
+    and restores only their count (``nt.set_num_threads(before)``) turns the pool's products on, which
+    changes the ops a later test's backward records (a linear layer's two products side by side, on raw
+    arrays)."""
+    from namedtensor.backends import numpy_kernels
+
+    threads, pooled = nt.get_num_threads(), numpy_kernels.pool_does_products()
+    yield
+    if nt.get_num_threads() != threads or numpy_kernels.pool_does_products() != pooled:
+        nt.set_num_threads(threads)
+        numpy_kernels.pool_products(pooled)
 
 
 @pytest.fixture

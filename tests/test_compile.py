@@ -604,6 +604,27 @@ def test_an_edit_after_split_or_unbind_shows_in_the_views_as_eagerly(cut, edit):
     assert want[0].numpy().max() == 100.0
 
 
+@pytest.mark.parametrize("take", ["detach", "data"])
+@pytest.mark.parametrize("edit", ["the source", "the new tensor"])
+def test_an_edit_after_detach_or_data_shows_in_both_as_eagerly(take, edit):
+    # detach() and .data share the array: eagerly an edit of either shows in the other, also where the new
+    # tensor is read only after the edit
+    def fn(x):
+        y = x * 2
+        d = y.detach() if take == "detach" else y.data
+        (y if edit == "the source" else d).add_(1.0)
+        return d * 1, y * 1
+
+    x = rnd(4, 3, names=("r", "c"), dtype="float64")
+    want = fn(x)
+    cf = nt.compile(fn)
+    with pytest.warns(UserWarning, match="may share its data with a view"):
+        got = cf(x)
+    for g, e in zip(got, want):
+        assert_close(g, e, rtol=0, atol=0)
+    assert_close(want[0], want[1], rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("make", ["diagonal", "unfold", "real"])
 def test_a_write_into_a_read_only_result_raises_as_eagerly(make):
     # eagerly the write raises (these copies stand for PyTorch's views); a graph would have written a copy

@@ -29,7 +29,8 @@ class _ThreadState(threading.local):
     #: before a step on state that no op carries (``.grad``, an optimizer's or a scheduler's step:
     #: :func:`outside_ops`), ``traces_compositions``,
     #: which makes ops that are one fused step record their parts (ops/_common.traced_as_composition),
-    #: ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``, and
+    #: ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``,
+    #: ``detach_hook(t, out)``, when ``detach()`` or ``.data`` makes ``out`` over ``t``'s array, and
     #: ``run_backward_node(node, grads)``, which runs a graph node's backward for the engine (and times
     #: it).  One tuple, replaced whole on every change, because a thread-local read costs several plain
     #: ones and ``apply`` needs both

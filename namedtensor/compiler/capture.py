@@ -260,6 +260,14 @@ class _Recorder:
     def alias_hook(self, spec: Tensor, t: Tensor) -> None:
         self.know(spec, self.value_of(t, "to"))
 
+    def detach_hook(self, t: Tensor, out: Tensor) -> None:
+        """``out`` made over ``t``'s array outside the ops (``detach()``, ``.data``): a traced value's
+        becomes a :class:`Detached` node at once, not when ``out`` is first read, so that ``t`` counts as
+        viewed from here on, and an edit of either, which eagerly shows in the other, runs eagerly."""
+        a = raw(t)
+        if isinstance(a, MetaArray) and (id(t) in self.seen or id(a) in self.arrays):
+            self._detached(out, self.value_of(t, "detach"), "detach")
+
     def know(self, t: Tensor, v: Value) -> None:
         self._see(t, v, version_counter(t))
         self.arrays[id(raw(t))] = v
