@@ -1596,6 +1596,25 @@ def test_float64_powers_beyond_the_vectorized_ones_stay_ops():
     assert [n.op.name for n in program(cf).graph.nodes] == ["fused[mul+pow+add]"]
 
 
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (0, 0)])
+def test_chains_over_empty_dims_give_the_eager_values_and_gradients(shape):
+    # a mean over no elements is NaN, and its gradient empty: building its backward divided by zero
+    fns = [lambda x: (x.cos() + x).mean("a"), lambda x: (x * 2 + 1).mean("b"), lambda x: (x * 2).exp().mean(("a", "b")),
+           lambda x: (x.sin() * x).sum("b"), lambda x: (x * 0.5) ** 4 + x ** -2, lambda x: (x.sin() * 2).softmax("b")]
+    x = rnd(*shape, names=("a", "b"), dtype="float64").requires_grad_()
+    for fn in fns:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's mean of an empty slice
+            want = fn(x)
+            cf = nt.compile(fn)
+            got = cf(x)
+            (g,), (e,) = nt.grad(got.sum(), [x]), nt.grad(want.sum(), [x])
+        assert len([p for p in cf.cache.values() if p is not None]) == 1
+        assert got.names == want.names and got.shape == want.shape
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+        assert g.shape == e.shape == x.shape
+
+
 _TRIG_ENDS = {
     "sum over the last dim": (lambda x, w: ((x * w).sin() * x).sum("b"), "fused[mul+sin+mul+sum]"),
     "mean over the first": (lambda x, w: ((x * w).cos() + x).mean("a"), "fused[mul+cos+add+mean]"),

@@ -163,7 +163,7 @@ def reduction_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[
 
     def kernel(B, arrays, out_grads):
         g = B.reshape(out_grads[0], spread)
-        return inner(B, arrays, [B.multiply(g, 1.0 / count) if kind == "mean" else g])
+        return inner(B, arrays, [B.multiply(g, formulas.mean_scale(count)) if kind == "mean" else g])
 
     return kernel
 

@@ -25,7 +25,7 @@ from .ir import Value
 
 __all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "POW_EXPONENTS", "INTEGER_POWERS",
            "REDUCTIONS", "SOFTMAXES",
-           "reduced_axes", "reduces", "softmaxes_last", "softmax_seed", "softmax_row_term", "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+           "reduced_axes", "mean_scale", "reduces", "softmaxes_last", "softmax_seed", "softmax_row_term", "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
 Statement = Tuple[str, str, str]  # (variable, dtype, expression)
@@ -254,6 +254,12 @@ REDUCTIONS = {"_Sum": "sum", "_Mean": "mean"}
 #: softmax), by Op class name
 SOFTMAXES = {"_Softmax": "softmax", "_LogSoftmax": "log_softmax"}
 _REDUCTION_MODULE = "namedtensor.ops.reductions"
+
+
+def mean_scale(count: int) -> float:
+    """What a mean's gradient is multiplied by: 1 / ``count``, the elements each output averages; NaN for
+    none, as NumPy's mean of nothing is (the gradient of an empty input has no elements anyway)."""
+    return 1.0 / count if count else math.nan
 
 
 def reduced_axes(axes: Optional[Sequence[int]], ndim: int) -> Tuple[int, ...]:

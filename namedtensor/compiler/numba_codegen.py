@@ -370,7 +370,7 @@ def _reducing_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[
     full = formulas.broadcast_shape([v.shape for v in inputs]) or (1,)
     axes = formulas.reduced_axes(axes, len(full))
     spread = tuple(1 if d in axes else n for d, n in enumerate(full))
-    scale = 1.0 / math.prod(full[a] for a in axes) if kind == "mean" else None
+    scale = formulas.mean_scale(math.prod(full[a] for a in axes)) if kind == "mean" else None
     inner = backward_kernel(part, inputs, [Value(-1, (None,) * len(full), full, outputs[0].dtype, "op")], spread)
     if inner is None:
         return None
