@@ -9,6 +9,7 @@ import dataclasses
 import gc
 import math
 import tracemalloc
+import types
 import re
 import warnings
 import weakref
@@ -602,6 +603,69 @@ def test_an_edit_after_split_or_unbind_shows_in_the_views_as_eagerly(cut, edit):
     for g, e in zip(got, want):
         assert_close(g, e, rtol=0, atol=0)
     assert want[0].numpy().max() == 100.0
+
+
+_PLACES = {"list": [None], "dict": {"w": None}, "object": types.SimpleNamespace(inner={"w": None})}
+
+
+def _put(place: str, w) -> None:
+    if place == "list":
+        _PLACES["list"][0] = w
+    elif place == "dict":
+        _PLACES["dict"]["w"] = w
+    else:
+        _PLACES["object"].inner["w"] = w
+
+
+def _read_from(place: str):
+    return {"list": lambda: _PLACES["list"][0], "dict": lambda: _PLACES["dict"]["w"],
+            "object": lambda: _PLACES["object"].inner["w"]}[place]()
+
+
+@pytest.mark.parametrize("place", ["list", "dict", "object"])
+def test_a_tensor_read_from_a_container_is_read_again_after_it_is_replaced(place):
+    # the graph held the tensor object it read; another put in its place must be read, as eagerly
+    places = _PLACES  # a global the function reads: the tensor sits one to three steps inside it
+
+    def fn(x):
+        return x * (places["list"][0] if place == "list" else places["dict"]["w"] if place == "dict"
+                    else places["object"].inner["w"])
+
+    _put(place, rnd(3, names=("a",), dtype="float64"))
+    x = rnd(3, names=("a",), seed=1, dtype="float64")
+    cf, first = compiled_quietly(fn, x)
+    assert_close(first, fn(x), rtol=0, atol=0)
+    _put(place, rnd(3, names=("a",), seed=2, dtype="float64"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = cf(x)
+    assert_close(got, x * _read_from(place), rtol=0, atol=0)
+    assert len(cf.cache) == 1  # the same signature, traced again
+
+
+def test_a_module_read_from_a_global_is_guarded_as_a_compiled_one():
+    # its training flag and its parameters: model.train() and a replaced weight reach the graph
+    holder = {"model": nn.Sequential(nn.Linear("x", "y", 3, 3), nn.Dropout(0.5)), "inner": nn.Linear("x", "y", 3, 3)}
+    model = holder["model"]
+
+    def fn(x):
+        return model(x) + holder["inner"](x)
+
+    x = rnd(4, 3, names=("b", "x"))
+    model.eval()
+    cf, got = compiled_quietly(fn, x)
+    assert_close(got, fn(x))
+    model.train()
+    nt.manual_seed(1)
+    got = cf(x)
+    nt.manual_seed(1)
+    want = fn(x)
+    assert_close(got, want)
+    assert (got.detach().numpy() == holder["inner"](x).detach().numpy()).any()  # dropout's zeros: trained
+    model.eval()
+    model[0].weight = nn.Parameter(rnd(3, 3, names=("y", "x"), seed=3))
+    holder["inner"].weight = nn.Parameter(rnd(3, 3, names=("y", "x"), seed=4))
+    assert_close(cf(x), fn(x))
 
 
 @pytest.mark.parametrize("take", ["detach", "data"])

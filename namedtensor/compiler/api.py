@@ -15,6 +15,7 @@ import contextlib
 import functools
 import gc
 import sys
+import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -207,8 +208,47 @@ class CompiledFunction:
         tensors = [x for x in leaves if isinstance(x, Tensor)]
         backend = (backend_of(tensors[0]) if tensors else cpu()).name
         program = self.cache[key] = build(graph, optimize_for(graph, backend, self.fuse))
+        program.located = self._locate([t for t, _ in program.externals])
         heap.retain_by_default()
         return program
+
+    def _locate(self, externals: List[Tensor]) -> List[Tuple[Tensor, Callable[[], Any]]]:
+        """``(tensor, find)`` for each external that the signature does not hold by identity (a closure's or
+        a global's own tensor, a parameter or buffer of the compiled module or of a module in a closure
+        cell or a global) but that sits in a list, tuple or dict, or an object's or a module's attribute,
+        within three steps of a closure cell or a global the function reads:
+        ``find()`` reads that place again, so that a tensor put there in its stead traces again instead
+        of the graph reading the old one."""
+        roots = [v for _, _, v in self._outside()]
+        held = {id(v) for v in roots if isinstance(v, Tensor)}
+        for m in [self._module, *roots]:  # modules whose state_key the signature holds
+            if isinstance(m, Module):
+                held.update(id(t) for t in (*m.parameters(), *m.buffers()))
+        wanted = {id(t): t for t in externals if id(t) not in held}
+        if not wanted:
+            return []
+        found: List[Tuple[Tensor, Callable[[], Any]]] = []
+        level = [(_contents(c), functools.partial(_contents, c)) for c in self._cells]
+        level += [(self._globals[n], functools.partial(self._globals.get, n)) for n in self._global_names
+                  if n in self._globals]
+        seen = set()
+        for _ in range(3):
+            deeper = []
+            for obj, find in level:
+                if id(obj) in seen or isinstance(obj, (Tensor, type)) or is_plain_value(obj):
+                    continue
+                seen.add(id(obj))
+                for step, child in _children(obj):
+                    get = functools.partial(_step, find, step)
+                    if isinstance(child, Tensor):
+                        if id(child) in wanted:
+                            found.append((wanted.pop(id(child)), get))
+                    else:
+                        deeper.append((child, get))
+            if not wanted:
+                break
+            level = deeper
+        return found
 
     def _capture(self, leaves, tree) -> Graph:
         """``capture``, refused where the dry run rebinds what the function reads from outside (a global, a
@@ -303,6 +343,36 @@ def _hold(held: List[Any], x: Any) -> None:
         held.append(id(x))
     elif cls is tuple and is_plain_value(x):
         held.append((cls, x))
+    elif isinstance(x, Module):  # a model read from a global or a closure: its flags, settings and tensors
+        held.append(state_key(x))
+
+
+#: the most items or attributes of one container or object that _locate looks through
+_LOOK_AT = 64
+
+
+def _children(obj: Any) -> List[Tuple[Tuple[str, Any], Any]]:
+    """``((kind, key), child)`` of a list, tuple or dict (its first _LOOK_AT items) or of an object's
+    attributes (``vars``), for _locate; nothing for anything else (functions, modules of Python...)."""
+    if isinstance(obj, (list, tuple)):
+        return [(("item", i), v) for i, v in enumerate(obj[:_LOOK_AT])]
+    if isinstance(obj, dict):
+        return [(("item", k), v) for k, v in list(obj.items())[:_LOOK_AT] if isinstance(k, (str, int))]
+    attrs = getattr(obj, "__dict__", None)
+    if (not isinstance(attrs, dict) or (callable(obj) and not isinstance(obj, Module))
+            or isinstance(obj, types.ModuleType)):
+        return []
+    return [(("attr", k), v) for k, v in list(attrs.items())[:_LOOK_AT]]
+
+
+def _step(find: Callable[[], Any], step: Tuple[str, Any]) -> Any:
+    """What ``find()`` holds at ``step`` (an item or an attribute), or None where it is gone."""
+    kind, key = step
+    try:
+        obj = find()
+        return obj[key] if kind == "item" else getattr(obj, key)
+    except (LookupError, AttributeError, TypeError):
+        return None
 
 
 def _module_dicts(module: Module):

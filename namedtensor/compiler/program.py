@@ -38,12 +38,19 @@ class Program:
         self.source = source
         self.externals = externals
         self.report = report
+        #: ``(tensor, find)`` for externals the function reached through a container or an attribute
+        #: (``weights[0]``, ``config["w"]``, ``holder.w``): ``find()`` reads that place again
+        self.located: List[Tuple[Tensor, Any]] = []
 
     def guards_hold(self) -> bool:
-        """Whether every external still has the names, shape, dtype and device it was traced with."""
+        """Whether every external still has the names, shape, dtype and device it was traced with, and is
+        still the tensor at the place the function read it from (a list's item, a dict's value...)."""
         for t, (names, shape, dtype, device) in self.externals:
             a = raw(t)
             if t.names != names or a.shape != shape or str(a.dtype) != dtype or t.device != device:
+                return False
+        for t, find in self.located:
+            if find() is not t:
                 return False
         return True
 
