@@ -668,6 +668,30 @@ def test_a_module_read_from_a_global_is_guarded_as_a_compiled_one():
     assert_close(cf(x), fn(x))
 
 
+def test_a_module_in_a_container_is_guarded_by_its_state():
+    # a model in a dict: its training flag and its (nested) weights, as for a module held directly
+    models = {"net": nn.Sequential(nn.Linear("x", "y", 3, 3), nn.Dropout(0.5))}
+
+    def fn(x):
+        return models["net"](x)
+
+    x = rnd(4, 3, names=("b", "x"))
+    models["net"].eval()
+    cf, got = compiled_quietly(fn, x)
+    assert_close(got, fn(x))
+    models["net"].train()
+    nt.manual_seed(1)
+    got = cf(x)
+    nt.manual_seed(1)
+    assert_close(got, fn(x))
+    assert (got.detach().numpy() == 0).any()  # dropout's zeros: the graph traced again in training mode
+    models["net"].eval()
+    models["net"][0].weight = nn.Parameter(rnd(3, 3, names=("y", "x"), seed=3))
+    assert_close(cf(x), fn(x))
+    models["net"] = nn.Sequential(nn.Linear("x", "y", 3, 3), nn.Dropout(0.5)).eval()  # another model there
+    assert_close(cf(x), fn(x))
+
+
 @pytest.mark.parametrize("take", ["detach", "data"])
 @pytest.mark.parametrize("edit", ["the source", "the new tensor"])
 def test_an_edit_after_detach_or_data_shows_in_both_as_eagerly(take, edit):

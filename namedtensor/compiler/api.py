@@ -212,13 +212,15 @@ class CompiledFunction:
         heap.retain_by_default()
         return program
 
-    def _locate(self, externals: List[Tensor]) -> List[Tuple[Tensor, Callable[[], Any]]]:
-        """``(tensor, find)`` for each external that the signature does not hold by identity (a closure's or
-        a global's own tensor, a parameter or buffer of the compiled module or of a module in a closure
-        cell or a global) but that sits in a list, tuple or dict, or an object's or a module's attribute,
-        within three steps of a closure cell or a global the function reads:
-        ``find()`` reads that place again, so that a tensor put there in its stead traces again instead
-        of the graph reading the old one."""
+    def _locate(self, externals: List[Tensor]) -> List[Callable[[], bool]]:
+        """Guards for the externals that the signature does not hold by identity (a closure's or a global's
+        own tensor, a parameter or buffer of the compiled module or of a module in a closure cell or a
+        global) but that sit in a list, tuple or dict or an object's attribute, within three steps of a
+        closure cell or a global the function reads: each guard reads that place again and holds while
+        the same tensor is there, or, for a tensor of a module found there, while that module's
+        ``state_key`` (training flags, settings, tensors) is what it was.  A tensor put in the old one's
+        place, ``model.train()`` or a replaced weight then trace again instead of the graph reading the
+        old state."""
         roots = [v for _, _, v in self._outside()]
         held = {id(v) for v in roots if isinstance(v, Tensor)}
         for m in [self._module, *roots]:  # modules whose state_key the signature holds
@@ -227,7 +229,7 @@ class CompiledFunction:
         wanted = {id(t): t for t in externals if id(t) not in held}
         if not wanted:
             return []
-        found: List[Tuple[Tensor, Callable[[], Any]]] = []
+        guards: List[Callable[[], bool]] = []
         level = [(_contents(c), functools.partial(_contents, c)) for c in self._cells]
         level += [(self._globals[n], functools.partial(self._globals.get, n)) for n in self._global_names
                   if n in self._globals]
@@ -241,14 +243,20 @@ class CompiledFunction:
                 for step, child in _children(obj):
                     get = functools.partial(_step, find, step)
                     if isinstance(child, Tensor):
-                        if id(child) in wanted:
-                            found.append((wanted.pop(id(child)), get))
+                        if wanted.pop(id(child), None) is not None:
+                            guards.append(functools.partial(_holds_tensor, get, child))
+                    elif isinstance(child, Module):
+                        inside = [id(t) for t in (*child.parameters(), *child.buffers()) if id(t) in wanted]
+                        if inside:
+                            for i in inside:
+                                del wanted[i]
+                            guards.append(functools.partial(_holds_module, get, state_key(child)))
                     else:
                         deeper.append((child, get))
             if not wanted:
                 break
             level = deeper
-        return found
+        return guards
 
     def _capture(self, leaves, tree) -> Graph:
         """``capture``, refused where the dry run rebinds what the function reads from outside (a global, a
@@ -359,10 +367,18 @@ def _children(obj: Any) -> List[Tuple[Tuple[str, Any], Any]]:
     if isinstance(obj, dict):
         return [(("item", k), v) for k, v in list(obj.items())[:_LOOK_AT] if isinstance(k, (str, int))]
     attrs = getattr(obj, "__dict__", None)
-    if (not isinstance(attrs, dict) or (callable(obj) and not isinstance(obj, Module))
-            or isinstance(obj, types.ModuleType)):
+    if not isinstance(attrs, dict) or callable(obj) or isinstance(obj, types.ModuleType):
         return []
     return [(("attr", k), v) for k, v in list(attrs.items())[:_LOOK_AT]]
+
+
+def _holds_tensor(find: Callable[[], Any], t: Tensor) -> bool:
+    return find() is t
+
+
+def _holds_module(find: Callable[[], Any], key: Tuple[Any, ...]) -> bool:
+    m = find()
+    return isinstance(m, Module) and state_key(m) == key
 
 
 def _step(find: Callable[[], Any], step: Tuple[str, Any]) -> Any:

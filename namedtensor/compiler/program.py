@@ -38,9 +38,10 @@ class Program:
         self.source = source
         self.externals = externals
         self.report = report
-        #: ``(tensor, find)`` for externals the function reached through a container or an attribute
-        #: (``weights[0]``, ``config["w"]``, ``holder.w``): ``find()`` reads that place again
-        self.located: List[Tuple[Tensor, Any]] = []
+        #: guards for externals the function reached through a container or an attribute (``weights[0]``,
+        #: ``config["w"]``, ``holder.w``, ``models["a"]``'s weight): each reads that place again and says
+        #: whether the same tensor, or a module in the same state, is there (``CompiledFunction._locate``)
+        self.located: List[Any] = []
 
     def guards_hold(self) -> bool:
         """Whether every external still has the names, shape, dtype and device it was traced with, and is
@@ -49,8 +50,8 @@ class Program:
             a = raw(t)
             if t.names != names or a.shape != shape or str(a.dtype) != dtype or t.device != device:
                 return False
-        for t, find in self.located:
-            if find() is not t:
+        for holds in self.located:
+            if not holds():
                 return False
         return True
 
