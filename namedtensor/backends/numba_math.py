@@ -319,6 +319,15 @@ _ROUND = 6755399441055744.0  # 1.5 * 2^52: adding and taking it away rounds to t
 
 
 @njit(inline="always", cache=True)
+def _by_quadrant(k, s, c):
+    """sin and cos of ``x = k pi/2 + r`` from ``s = sin(r)`` and ``c = cos(r)``: the quadrant picks and signs them."""
+    n = int64(k) & 3  # two's complement: -1 is 3
+    sin_x = c if n & 1 else s
+    cos_x = s if n & 1 else c
+    return (-sin_x if n & 2 else sin_x), (-cos_x if (n + 1) & 2 else cos_x)
+
+
+@njit(inline="always", cache=True)
 def _sin_cos(x):
     """sin and cos of a float64 ``|x| < TRIG_LIMIT``: ``x = k pi/2 + r``, the Taylor series of both on ``r``."""
     k = (x * _TWO_OVER_PI + _ROUND) - _ROUND
@@ -329,10 +338,7 @@ def _sin_cos(x):
                                                                                  + r2 * 2.7557319223985893e-06))))
     c = 1.0 + r2 * (-0.5 + r2 * (0.041666666666666664 + r2 * (-0.001388888888888889 + r2 * (
         2.48015873015873e-05 + r2 * -2.755731922398589e-07))))
-    n = int64(k) & 3  # the quadrant (two's complement: -1 is 3)
-    sin_x = c if n & 1 else s
-    cos_x = s if n & 1 else c
-    return (-sin_x if n & 2 else sin_x), (-cos_x if (n + 1) & 2 else cos_x)
+    return _by_quadrant(k, s, c)
 
 
 @njit(inline="always", cache=True)
@@ -397,10 +403,7 @@ def _sin_cos64(x):
     hz = 0.5 * z
     w = 1.0 - hz
     c = w + (((1.0 - w) - hz) + (z * q - hi * lo))
-    n = int64(k) & 3  # the quadrant (two's complement: -1 is 3)
-    sin_x = c if n & 1 else s
-    cos_x = s if n & 1 else c
-    return (-sin_x if n & 2 else sin_x), (-cos_x if (n + 1) & 2 else cos_x)
+    return _by_quadrant(k, s, c)
 
 
 @njit(inline="always", cache=True)
