@@ -346,7 +346,7 @@ class Tensor(TensorMethods):
         """The same data and names, out of the graph (a view: in-place edits show in both)."""
         t = Tensor._make(self._data, self._names, self._B)
         t._vc = mode.version_counter(self)
-        _tell_tracer(self, t)
+        mode.detached(self, t)
         return t
 
     @property
@@ -355,7 +355,7 @@ class Tensor(TensorMethods):
         version counter of its own, so in-place edits through it are hidden from autograd (a graph that
         saved this tensor still uses it, and sees the new values)."""
         t = Tensor._make(self._data, self._names, self._B)
-        _tell_tracer(self, t)
+        mode.detached(self, t)
         return t
 
     @data.setter
@@ -428,11 +428,3 @@ def install_methods(table: Dict[str, Any]) -> None:
     """Attach op functions to ``Tensor`` as methods (``t.sum("seq")`` is ``ops.sum(t, "seq")``)."""
     for name, fn in table.items():
         setattr(Tensor, name, fn)
-
-
-def _tell_tracer(source: Tensor, out: Tensor) -> None:
-    """Tell a tracer with a ``detach_hook`` (nt.compile's) that ``out`` shares ``source``'s array, made outside
-    the ops (``detach()``, ``.data``): an edit of either shows in the other."""
-    tracer = mode.state.current[1]
-    if tracer is not None and hasattr(tracer, "detach_hook"):
-        tracer.detach_hook(source, out)

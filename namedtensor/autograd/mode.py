@@ -78,6 +78,16 @@ def outside_ops(what: str, why: str, tensor=None, replay: Optional[Callable[[], 
     return False
 
 
+def detached(source, out) -> None:
+    """Tell this thread's tracer (nt.compile's, with a ``detach_hook``) that ``out`` was made over
+    ``source``'s array outside the ops (``detach()``, ``.data``): an edit of either shows in the other."""
+    tracer = state.current[1]
+    if tracer is not None:
+        hook = getattr(tracer, "detach_hook", None)
+        if hook is not None:
+            hook(source, out)
+
+
 def swap_tracer(tracer: Optional[Callable]) -> Optional[Callable]:
     """Install ``tracer`` for this thread's ops and return the one it replaces."""
     grad_enabled, previous = state.current

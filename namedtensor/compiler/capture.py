@@ -266,7 +266,7 @@ class _Recorder:
         viewed from here on, and an edit of either, which eagerly shows in the other, runs eagerly."""
         a = raw(t)
         if isinstance(a, MetaArray) and (id(t) in self.seen or id(a) in self.arrays):
-            self._detached(out, self.value_of(t, "detach"), "detach")
+            self._detached(out, self.value_of(t, "detach"))
 
     def know(self, t: Tensor, v: Value) -> None:
         self._see(t, v, version_counter(t))
@@ -290,9 +290,6 @@ class _Recorder:
                                       "which graphs do not trace yet")
             return entry[1]
         a = raw(t)
-        if isinstance(a, MetaArray) and id(a) in self.arrays:
-            # a new tensor over a traced value's array, made outside the ops (detach(), .data): no history
-            return self._detached(t, self.arrays[id(a)], op)
         if isinstance(a, MetaArray):
             recipe = self.param(a, op) if id(a) in self.derived else None
             if not isinstance(recipe, Derived):
@@ -315,11 +312,8 @@ class _Recorder:
         self.know(t, v)
         return v
 
-    def _detached(self, t: Tensor, v: Value, op: str) -> Value:
+    def _detached(self, t: Tensor, v: Value) -> Value:
         """``t``, a tensor without history over ``v``'s array, as a :class:`Detached` node of ``v``."""
-        if t.requires_grad:
-            raise Untraceable(op, f"reads a new leaf {t.names} that requires grad, made over a traced value outside "
-                                  "the ops, which a graph cannot replay")
         cut = self.graph.new_value(t.names, v.shape, v.dtype, "op")
         cut.source = Node(Detached, (v,), {}, (cut,), t.names)
         self.graph.nodes.append(cut.source)
@@ -369,7 +363,7 @@ class _Recorder:
             # run under no_grad inside the function: a replay runs in grad mode, so the results are cut
             # from the graph instead, as eagerly they have no history
             for o, v in zip(outputs, outs):
-                self._detached(o, v, op.name)
+                self._detached(o, v)
 
 
 def _may_view(op: type) -> bool:
