@@ -182,15 +182,13 @@ class CompiledFunction:
         return outs[0] if tree is None else unflatten(tree, outs)
 
     def _compile(self, key, leaves, tree) -> Optional[Program]:
+        if self._rebinds is not None:  # eager from now on: every call would be a new signature, traced for nothing
+            return None
         if key not in self.cache and len(self.cache) >= self.cache_limit:
             if not self._warned_limit:
                 self._warned_limit = True
                 warnings.warn(self._limit_message(key), stacklevel=3)
             self.fallbacks[key] = "cache limit"
-            return None
-        if self._rebinds is not None:  # every call would be a new signature, traced for nothing
-            self.cache[key] = None
-            self.fallbacks[key] = self._rebinds
             return None
         try:
             graph = self._capture(leaves, tree)
@@ -221,11 +219,9 @@ class CompiledFunction:
         ``state_key`` (training flags, settings, tensors) is what it was.  A tensor put in the old one's
         place, ``model.train()`` or a replaced weight then trace again instead of the graph reading the
         old state."""
-        roots = [v for _, _, v in self._outside()]
-        held = {id(v) for v in roots if isinstance(v, Tensor)}
-        for m in [self._module, *roots]:  # modules whose state_key the signature holds
-            if isinstance(m, Module):
-                held.update(id(t) for t in (*m.parameters(), *m.buffers()))
+        held = {id(v) for _, _, v in self._outside() if isinstance(v, Tensor)}
+        for m in self._modules_read():  # modules whose state_key the signature holds
+            held.update(id(t) for t in (*m.parameters(), *m.buffers()))
         wanted = {id(t): t for t in externals if id(t) not in held}
         if not wanted:
             return []
@@ -260,11 +256,12 @@ class CompiledFunction:
 
     def _capture(self, leaves, tree) -> Graph:
         """``capture``, refused where the dry run rebinds what the function reads from outside (a global, a
-        closure's variable: ``n += 1`` on a counter) or changes a module's state (an attribute, a parameter,
-        a buffer, a sub-module: :func:`_module_dicts`), which a graph would not do at the next call: the
-        values are put back first, so that the eager run that follows does it once."""
+        closure's variable: ``n += 1`` on a counter) or changes the state of a module it reads
+        (:meth:`_modules_read`: an attribute, a parameter, a buffer, a sub-module: :func:`_module_dicts`),
+        which a graph would not do at the next call: the values are put back first, so that the eager run
+        that follows does it once."""
         before = self._outside()
-        modules = [] if self._module is None else [(d, dict(d)) for d in _module_dicts(self._module)]
+        modules = [(d, dict(d)) for m in self._modules_read() for d in _module_dicts(m)]
         try:
             return capture(self.fn, leaves, tree)
         finally:
@@ -282,6 +279,12 @@ class CompiledFunction:
             if changed and sys.exc_info()[0] is None:
                 raise Untraceable(_REBINDS, "the function rebinds a global, a closure's variable or a module's "
                                   "attribute, which a graph would not rebind again at the next call")
+
+    def _modules_read(self) -> List[Module]:
+        """The modules whose state the signature holds (``state_key``) and a trace must leave as it was: the
+        compiled module (or a bound method's), and modules in the closure cells and globals it reads."""
+        found = [] if self._module is None else [self._module]
+        return found + [v for _, _, v in self._outside() if isinstance(v, Module) and v is not self._module]
 
     def _outside(self) -> List[Tuple[Any, Any, Any]]:
         """``(owner, key, value)`` for the closure cells (key None) and the globals the function reads."""
