@@ -278,14 +278,14 @@ def test_a_function_that_rebinds_what_it_reads_runs_eagerly_from_then_on():
     x = rnd(3, names=("a",))
     with pytest.warns(UserWarning, match=r"counted runs eagerly from now on: a value read from outside: the function "
                                          r"rebinds a global") as record:
-        results = [cf(x) for _ in range(3)]
-    assert len(record) == 1
-    assert SCALE == start + 3  # the eager calls' increments only: the dry run's was put back
+        results = [cf(x) for _ in range(10)]
+    assert len(record) == 1  # more calls than cache_limit, and no second warning about it
+    assert SCALE == start + 10  # the eager calls' increments only: the dry run's was put back
     assert_close(results[-1], x * SCALE)
-    assert list(cf.cache.values()) == [None] * 3  # no trace after the first
+    assert list(cf.cache.values()) == [None]  # no trace after the first, nor a signature kept for nothing
     with pytest.raises(RuntimeError, match=r"fullgraph=True\): a value read from outside"):
         nt.compile(counted, fullgraph=True)(x)
-    assert SCALE == start + 3
+    assert SCALE == start + 10
 
 
 class _Counting(nn.Module):
@@ -335,9 +335,13 @@ def test_a_closure_or_a_module_that_rebinds_what_it_reads_runs_eagerly():
         count += 1
         return x + count
 
-    module = _Counting()
+    module, read = _Counting(), _Counting()
+
+    def reads_a_module(x):  # a module in a closure cell: guarded as a compiled one
+        return read(x)
+
     x = rnd(3, names=("a",))
-    for fn, calls in ((bump, lambda: count), (module, lambda: module.calls)):
+    for fn, calls in ((bump, lambda: count), (module, lambda: module.calls), (reads_a_module, lambda: read.calls)):
         cf = nt.compile(fn)
         with pytest.warns(UserWarning, match="runs eagerly from now on: a value read from outside"):
             got = [cf(x) for _ in range(2)]
@@ -1526,66 +1530,46 @@ def test_a_loss_counts_the_targets_of_each_call(weighted):
     assert ("computed(" in cf.explain()) == weighted
 
 
-def test_float32_sin_and_cos_of_cpu_kernels_are_within_an_ulp_below_their_limit():
+#: the reference of the CPU kernels' math: a long double (x86's 64-bit significand, a quad on Arm), to a
+#: fraction of a double's ulp; where it is a double, the C library's own result, itself within an ulp
+_WIDE = np.finfo(np.longdouble).nmant > 60
+
+
+def _ulps(out: np.ndarray, want: np.ndarray) -> float:
+    """The largest error of ``out`` against the long doubles ``want``, in ulps of ``out``'s dtype."""
+    ulp = np.spacing(np.abs(want.astype(out.dtype))).astype(np.longdouble)
+    return float(np.max(np.abs(out.astype(np.longdouble) - want) / ulp))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sin_and_cos_of_cpu_kernels_are_within_an_ulp_below_their_limit(dtype):
     numba = pytest.importorskip("numba")
     from namedtensor.backends import numba_math
+
+    sin, cos = (numba_math.sin32, numba_math.cos32) if dtype == "float32" else (numba_math.sin64, numba_math.cos64)
 
     @numba.njit(error_model="numpy", fastmath={"contract"})  # as the kernels compile them
     def each(cosine, a, out):
         for i in range(a.shape[0]):
-            out[i] = numba_math.cos32(a[i]) if cosine else numba_math.sin32(a[i])
+            out[i] = cos(a[i]) if cosine else sin(a[i])
 
     rng = np.random.default_rng(0)
-    limit = numba_math.TRIG_LIMIT
-    near = np.arange(1, int(limit / 1.6)) * (np.pi / 2)  # the floats next to multiples of pi/2, worst for sin/cos
-    x = np.concatenate([rng.standard_normal(200_000) * 10.0 ** rng.integers(-30, 6, 200_000), near,
-                        np.nextafter(near.astype(np.float32), np.float32(0)), [0.0, -0.0, 1e-45, -1e-45]])
-    x = x.astype(np.float32)
-    x = x[np.abs(x) < limit]
+    tiny = np.finfo(dtype).smallest_subnormal
+    near = (np.arange(1, int(numba_math.TRIG_LIMIT / 1.6)) * (np.pi / 2)).astype(dtype)  # next to these: the worst
+    x = np.concatenate([(rng.standard_normal(300_000) * 10.0 ** rng.integers(-30 if dtype == "float32" else -300, 7,
+                                                                             300_000)).astype(dtype),
+                        near, np.nextafter(near, 0), np.nextafter(near, np.inf), np.array([0.0, -0.0, tiny, -tiny], dtype)])
+    x = x[np.abs(x) < numba_math.TRIG_LIMIT]
     for cosine, exact in ((False, np.sin), (True, np.cos)):
         out = np.empty_like(x)
         each(cosine, x, out)
-        want = exact(x.astype(np.float64))
-        ulp = np.spacing(np.abs(want.astype(np.float32))).astype(np.float64)
-        assert np.max(np.abs(out - want) / ulp) <= 1.0
-    out = np.empty(3, np.float32)
-    each(False, np.array([np.nan, np.inf, -np.inf], np.float32), out)
+        assert _ulps(out, exact(x.astype(np.longdouble))) <= (1.0 if _WIDE or dtype == "float32" else 1.5)
+    out = np.empty(3, dtype)
+    each(False, np.array([np.nan, np.inf, -np.inf], dtype), out)
     assert np.isnan(out).all()
-    each(False, np.array([0.0, -0.0, 1e-45], np.float32), out)
-    assert out.tolist() == [0.0, -0.0, np.float32(1e-45)] and np.signbit(out[1])
-
-
-def test_float64_sin_and_cos_of_cpu_kernels_are_within_an_ulp_below_their_limit():
-    numba = pytest.importorskip("numba")
-    from namedtensor.backends import numba_math
-
-    @numba.njit(error_model="numpy", fastmath={"contract"})  # as the kernels compile them
-    def each(cosine, a, out):
-        for i in range(a.shape[0]):
-            out[i] = numba_math.cos64(a[i]) if cosine else numba_math.sin64(a[i])
-
-    rng = np.random.default_rng(0)
-    limit = numba_math.TRIG_LIMIT
-    near = np.arange(1, int(limit / 1.6)) * (np.pi / 2)  # the doubles next to multiples of pi/2, worst for sin/cos
-    x = np.concatenate([rng.standard_normal(300_000) * 10.0 ** rng.integers(-300, 7, 300_000), near,
-                        np.nextafter(near, 0.0), np.nextafter(near, np.inf), [0.0, -0.0, 5e-324, -5e-324]])
-    x = x[np.abs(x) < limit]
-    # the reference: a long double (x86's 64-bit significand, a quad on Arm) to a fraction of a double's ulp;
-    # where it is a double, the C library's own result, itself within an ulp
-    wide = np.finfo(np.longdouble).nmant > 60
-    bound = 1.0 if wide else 1.5
-    for cosine, exact in ((False, np.sin), (True, np.cos)):
-        out = np.empty_like(x)
-        each(cosine, x, out)
-        want = exact(x.astype(np.longdouble))
-        ulp = np.spacing(np.abs(want.astype(np.float64))).astype(np.longdouble)
-        assert np.max(np.abs(out.astype(np.longdouble) - want) / ulp) <= bound
-    out = np.empty(3)
-    each(False, np.array([np.nan, np.inf, -np.inf]), out)
-    assert np.isnan(out).all()
-    each(False, np.array([0.0, -0.0, 5e-324]), out)
-    assert out.tolist() == [0.0, -0.0, 5e-324] and np.signbit(out[1])
-    each(True, np.array([0.0, -0.0, 5e-324]), out)
+    each(False, np.array([0.0, -0.0, tiny], dtype), out)
+    assert out.tolist() == [0.0, -0.0, tiny] and np.signbit(out[1])
+    each(True, np.array([0.0, -0.0, tiny], dtype), out)
     assert out.tolist() == [1.0, 1.0, 1.0]
 
 
@@ -1623,16 +1607,13 @@ def test_float64_integer_powers_of_cpu_kernels_are_within_an_ulp_in_their_range(
         return each
 
     rng = np.random.default_rng(0)
-    wide = np.finfo(np.longdouble).nmant > 60  # the reference, as for sin and cos
     for n in (1, 2, 3, 4, 5, 7, 11, 16, 37, 64, -1, -2, -3, -8, -16, -64):
         reach = numba_math.POWI_SAFE / abs(n)  # |x| ** n within 2^-POWI_SAFE and 2^POWI_SAFE
         x = rng.choice([-1.0, 1.0], 100_000) * 2.0 ** rng.uniform(-reach, reach, 100_000)
         x = np.concatenate([x, [2.0 ** reach, -(2.0 ** -reach), 1.0, -1.0]])
         out = np.empty_like(x)
         each_of(n)(x, out)
-        want = np.power(x.astype(np.longdouble), n)
-        ulp = np.spacing(np.abs(want.astype(np.float64))).astype(np.longdouble)
-        assert np.max(np.abs(out.astype(np.longdouble) - want) / ulp) <= (1.0 if wide else 1.5), n
+        assert _ulps(out, np.power(x.astype(np.longdouble), n)) <= (1.0 if _WIDE else 1.5), n
         if n > 0:  # signed zeros, which the kernels take in the first pass
             zeros = np.array([0.0, -0.0])
             out = np.empty(2)
