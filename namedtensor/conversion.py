@@ -92,6 +92,12 @@ def note_dropped(op: str, dropped: Tuple[str, ...]) -> None:
         _line().dropped[(op, dropped)] = None
 
 
+def active() -> bool:
+    """Whether this thread is in :func:`gradual` (part of ``nt.compile``'s signature: a graph traced in
+    the mode replays its unnamed dims where the strict op raises)."""
+    return _state.lines is not None
+
+
 def degrade(err: _names.NamesDropped) -> Any:
     """Inside :func:`gradual`: the name rule's result without the names it could not infer
     (``err.result``); the op records ``err.dropped`` with :func:`note_dropped` once it succeeded.

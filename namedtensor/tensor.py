@@ -202,6 +202,13 @@ class Tensor(TensorMethods):
         # NumPy trusts the copy flag: np.array(t) must not hand out the tensor's own buffer
         return a.copy() if copy else a
 
+    def __format__(self, spec: str) -> str:
+        # as PyTorch: a 0-dim tensor formats as its number (f"{loss:.4f}"); any other as str() when the
+        # spec is empty, else Python's TypeError for an unsupported format string
+        if not self._names:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
+
     def __repr__(self) -> str:
         from .backends.formatting import format_values
 

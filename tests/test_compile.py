@@ -364,6 +364,21 @@ def test_the_default_dtype_is_part_of_the_signature():
     assert "default float dtype nt.float64" in "; ".join(capture_key_parts(cf))
 
 
+def test_conversion_mode_is_part_of_the_signature():
+    # flatten without out_name leaves its dims unnamed in nt.gradual and raises outside it: a graph traced
+    # in the mode must not replay the unnamed dims outside it
+    fn = lambda x: x.flatten(0, 1) * 2
+    cf = nt.compile(fn)
+    x = rnd(2, 3, names=("a", "b"))
+    with nt.gradual():
+        assert cf(x).names == (None,)
+    with pytest.raises(nt.NamesError, match=r"flatten: flattening dims \(0, 1\) of \('a', 'b'\) without out_name"):
+        cf(x)
+    with nt.gradual():
+        assert_close(cf(x).rename(None), fn(x).rename(None))
+    assert "conversion mode (nt.gradual) on" in "; ".join(capture_key_parts(cf))
+
+
 def capture_key_parts(cf) -> list:
     from namedtensor.compiler.capture import describe_key
 
@@ -645,6 +660,222 @@ def test_a_tensor_read_from_a_container_is_read_again_after_it_is_replaced(place
         got = cf(x)
     assert_close(got, x * _read_from(place), rtol=0, atol=0)
     assert len(cf.cache) == 1  # the same signature, traced again
+
+
+_DEEP = types.SimpleNamespace(a={"b": [types.SimpleNamespace(w=None)]})
+_HELPER_W = None
+_HELPER_SCALE = 2.0
+_CALLS = 0
+
+
+def _helper(x):
+    return x * _HELPER_W * _HELPER_SCALE
+
+
+def _other_helper(x):
+    return x - _HELPER_W
+
+
+def _counting_helper(x):
+    global _CALLS
+    _CALLS += 1
+    return x * 2
+
+
+class _Scaled(nn.Module):
+    """A user module whose forward reads a global, a plain tensor attribute and a dict attribute."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear("a", "a", 3, 3, dtype=nt.float64)
+        self.w = rnd(3, names=("a",), seed=20, dtype="float64")
+        self.table = {"w": rnd(3, names=("a",), seed=21, dtype="float64")}
+
+    def forward(self, x):
+        return self._tail(self.lin(x) * self.w) * self.table["w"]
+
+    def _tail(self, y):
+        return _helper(y)
+
+
+class _Holder:
+    pass
+
+
+def _same_after(cf, fn, x, edit, *extra):
+    """``cf`` agrees with ``fn`` before and after ``edit()``, with no warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_close(cf(x, *extra), fn(x, *extra), rtol=0, atol=0)
+        edit()
+        assert_close(cf(x, *extra), fn(x, *extra), rtol=0, atol=0)
+
+
+def test_tensors_and_numbers_read_through_helpers_modules_and_deep_containers_are_read_again():
+    # each place below was read at trace time and replayed after a change until the graph's reads of
+    # the outside followed the user code it reaches (guards.reach) and looked deeper (guards.locate)
+    global _HELPER_W, _HELPER_SCALE
+    x = rnd(3, names=("a",), dtype="float64")
+    _HELPER_W = rnd(3, names=("a",), seed=1, dtype="float64")
+    _DEEP.a["b"][0].w = rnd(3, names=("a",), seed=2, dtype="float64")
+    deep = lambda x: x * _DEEP.a["b"][0].w  # four steps from the global
+    _same_after(nt.compile(deep), deep, x, lambda: setattr(_DEEP.a["b"][0], "w", rnd(3, names=("a",), seed=3,
+                                                                                          dtype="float64")))
+    through = lambda x: _helper(x) + 1  # the helper's global tensor and number, not the function's
+    cf = nt.compile(through)
+    _same_after(cf, through, x, lambda: globals().update(_HELPER_W=rnd(3, names=("a",), seed=4, dtype="float64")))
+    _same_after(cf, through, x, lambda: globals().update(_HELPER_SCALE=5.0))
+
+    model = _Scaled()
+    cm = nt.compile(model)
+    with nt.no_grad():
+        _same_after(cm, model, x, lambda: setattr(model, "w", rnd(3, names=("a",), seed=5, dtype="float64")))
+        _same_after(cm, model, x, lambda: model.table.update(w=rnd(3, names=("a",), seed=6, dtype="float64")))
+        _same_after(cm, model, x, lambda: globals().update(_HELPER_SCALE=7.0))  # read by a method's helper
+        bound = nt.compile(model.forward)
+        _same_after(bound, model.forward, x, lambda: setattr(model, "w", rnd(3, names=("a",), seed=7,
+                                                                                 dtype="float64")))
+
+    holder = _Holder()  # hashed by identity: part of the signature as itself
+    holder.w = rnd(3, names=("a",), seed=8, dtype="float64")
+    by_argument = lambda x, h: x * h.w  # an object argument, the same object at every call
+    _same_after(nt.compile(by_argument), by_argument, x,
+                lambda: setattr(holder, "w", rnd(3, names=("a",), seed=9, dtype="float64")), holder)
+
+    def by_default(x, d={"w": rnd(3, names=("a",), seed=10, dtype="float64")}):
+        return x * d["w"]
+
+    _same_after(nt.compile(by_default), by_default, x,
+                lambda: by_default.__defaults__[0].update(w=rnd(3, names=("a",), seed=11, dtype="float64")))
+    assert len(cf.cache) == 3 and None not in cf.cache.values()  # a signature per change, each compiled
+
+
+def test_a_helper_rebound_to_another_function_traces_again():
+    global _helper
+    x = rnd(3, names=("a",), dtype="float64")
+    globals().update(_HELPER_W=rnd(3, names=("a",), seed=1, dtype="float64"), _HELPER_SCALE=2.0)
+    fn = lambda x: _helper(x) * 3
+    was = _helper
+    try:
+        _same_after(nt.compile(fn), fn, x, lambda: globals().update(_helper=_other_helper))
+    finally:
+        _helper = was
+
+
+def test_a_helper_that_rebinds_a_global_runs_eagerly_and_once_per_call():
+    fn = lambda x: _counting_helper(x) + 1
+    x = rnd(3, names=("a",), dtype="float64")
+    cf = nt.compile(fn)
+    before = _CALLS
+    with pytest.warns(UserWarning, match=r"runs eagerly from now on: .*rebinds a global"):
+        assert_close(cf(x), x * 2 + 1)
+    assert_close(cf(x), x * 2 + 1)
+    assert _CALLS == before + 2  # the dry run's increment was put back
+
+
+_CONFIG = {"model": {"scale": 2.0}, "name": "a"}
+
+
+class _WithConfig(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cfg = {"p": 2.0}
+
+    def forward(self, x):
+        return x * self.cfg["p"]
+
+
+def test_numbers_in_configs_are_part_of_the_signature():
+    # a number in a global dict, a namespace in a closure, a module's dict attribute, an argument's
+    # attribute: each change is a new signature (traced once, then found again), as a global number is
+    import argparse
+
+    x = rnd(3, names=("a",), dtype="float64")
+    args = argparse.Namespace(scale=2.0)
+    holder = _Holder()
+    holder.scale = 2.0
+    model = _WithConfig()
+    cases = [
+        (lambda x: x * _CONFIG["model"]["scale"], (), lambda v: _CONFIG["model"].update(scale=v)),
+        (lambda x: x * args.scale, (), lambda v: setattr(args, "scale", v)),
+        (model, (), lambda v: model.cfg.update(p=v)),
+        (lambda x, h: x * h.scale, (holder,), lambda v: setattr(holder, "scale", v)),
+    ]
+    for fn, extra, put in cases:
+        put(2.0)
+        cf = nt.compile(fn)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for v in (2.0, 3.0, 2.0, 3.0):
+                put(v)
+                assert_close(cf(x, *extra), x * v, rtol=0, atol=0)
+        assert len(cf.cache) == 2 and None not in cf.cache.values()  # 2.0 and 3.0, each traced once
+
+
+class _CompiledMethod(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear("x", "y", 3, 3, dtype=nt.float64)
+        self.scale = 2.0
+        self.drop = nn.Dropout(0.5)
+
+    @nt.compile
+    def forward(self, x):
+        return self.drop(self.lin(x)) * self.scale
+
+
+def test_a_method_compiled_with_the_decorator_is_bound_and_guards_its_module():
+    # the instance is an argument of each call, held by its state_key: settings, weights, sub-modules,
+    # training flags; a module passed as an argument likewise
+    m = _CompiledMethod().eval()
+    x = rnd(4, 3, names=("b", "x"), dtype="float64")
+
+    def eager():
+        return m.drop(m.lin(x)) * m.scale
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_close(m(x), eager(), rtol=0, atol=0)
+        m.scale = 3.0
+        assert_close(m(x), eager(), rtol=0, atol=0)
+        m.lin.weight = nn.Parameter(rnd(3, 3, names=("y", "x"), seed=1, dtype="float64"))
+        assert_close(m(x), eager(), rtol=0, atol=0)
+        m.lin = nn.Linear("x", "y", 3, 3, dtype=nt.float64)
+        assert_close(m(x), eager(), rtol=0, atol=0)
+        m.train()
+        nt.manual_seed(2)
+        got = m(x)
+        nt.manual_seed(2)
+        assert_close(got, eager(), rtol=0, atol=0)
+        assert (got.detach().numpy() == 0).any()  # dropout's zeros: traced again in training mode
+    assert "argument 0: the _CompiledMethod module's training flags" in "; ".join(capture_key_parts(
+        _CompiledMethod.__dict__["forward"]))
+    run = nt.compile(lambda model, x: model(x))
+    lin = nn.Linear("x", "y", 3, 3, dtype=nt.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_close(run(lin, x), lin(x), rtol=0, atol=0)
+        lin.weight = nn.Parameter(rnd(3, 3, names=("y", "x"), seed=3, dtype="float64"))
+        assert_close(run(lin, x), lin(x), rtol=0, atol=0)
+
+
+_UNREACHED = [lambda: None]
+
+
+def test_a_tensor_found_nowhere_is_said_once():
+    # a tensor in a closure of a function kept in a list: neither a place nor in a container walked
+    w = rnd(3, names=("a",), seed=1, dtype="float64")
+    _UNREACHED[0] = lambda: w
+    fn = lambda x: x * _UNREACHED[0]()
+    cf = nt.compile(fn)
+    x = rnd(3, names=("a",), dtype="float64")
+    with pytest.warns(UserWarning, match=r"reads 1 tensor\(s\) \(\('a',\) \(3,\)\) that were found neither in "
+                                         r"its arguments nor within 8 steps .*another tensor put in their place "
+                                         r"is not seen"):
+        assert_close(cf(x), fn(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_close(cf(x * 2), fn(x * 2))  # the same signature: no trace, no second warning
 
 
 def test_a_module_read_from_a_global_is_guarded_as_a_compiled_one():

@@ -155,6 +155,18 @@ def test_repr_shows_names_shape_dtype_values():
     assert "..." in big and len(big) < 600  # summarised
 
 
+def test_format_of_a_0_dim_tensor_is_its_numbers():
+    # f"{loss:.4f}" as in PyTorch; a tensor with dims formats as str() with no spec, and raises with one
+    loss = nt.tensor(1.23456)
+    assert f"{loss:.3f}" == "1.235" and f"{nt.tensor(7):>4}" == "   7" and f"{nt.tensor(True)}" == "True"
+    assert f"{loss}" == "1.2345600128173828"  # the float32's value, as item() gives it
+    t = nt.tensor([1.5, 2.0], names=("x",))
+    assert f"{t}" == str(t)
+    with pytest.raises(TypeError, match="unsupported format string passed to Tensor.__format__"):
+        f"{t:.3f}"
+    assert f"{nt.tensor(1.0, requires_grad=True) * 2:.2f}" == "2.00"  # a loss in training, as PyTorch formats it
+
+
 def test_hash_is_identity():
     x = nt.tensor([1.0])
     y = nt.tensor([1.0])

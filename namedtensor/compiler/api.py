@@ -28,6 +28,7 @@ from ..ops.normalization import layer_norm, rms_norm
 from ..tensor import Tensor
 from . import cuda_codegen, formulas, numba_codegen
 from .capture import Untraceable, capture, describe_key, flatten, signature, unflatten
+from .guards import DEPTH, contents, locate, reach, read, settings
 from .ir import Graph, Node, Value
 from .passes import fuse_elementwise, fuse_residual_norms, optimize, split_biases
 from .program import Program, build
@@ -128,28 +129,34 @@ class CompiledFunction:
         self._module = fn if isinstance(fn, Module) else getattr(fn, "__self__", None)
         if not isinstance(self._module, Module):
             self._module = None
-        code = getattr(fn, "__code__", None)
-        self._cells = tuple(getattr(fn, "__closure__", None) or ())
-        self._globals = getattr(fn, "__globals__", {}) if code is not None else {}
-        self._global_names = tuple(code.co_names) if code is not None else ()
+        #: the closure cells and globals the function and the user code it reaches read (guards.reach): found
+        #: again at each trace, since a rebound helper may read others
+        self._places = reach(fn, self._module)
+        #: readers of the plain values in containers near those places (guards.settings), found at each trace
+        self._settings: List[Callable[[List[Any]], tuple]] = []
+        self._warned_unlocated = False
         functools.update_wrapper(self, fn if not isinstance(fn, Module) else fn.forward)
 
-    def _extra(self) -> Tuple[Any, ...]:
+    def _extra(self, leaves: List[Any]) -> Tuple[Any, ...]:
         """The part of the signature outside the arguments: which tensor objects the function reads (a
         parameter replaced by another, a closure's or a global's tensor rebound) and the settings its
-        graph specialised: the plain values (numbers, strings, None, tuples of them) of its closure cells
-        and globals, and a module's training flags and settings (``state_key``)."""
+        graph specialised: the plain values (numbers, strings, None, tuples of them) and the functions of
+        the closure cells and globals it and the user code it reaches read (guards.reach), and a module's
+        training flags and settings (``state_key``), and the plain values of the containers near them
+        (``CONFIG["scale"]``, ``args.causal``: guards.settings)."""
         module = self._module
-        if module is self.fn:
+        places = self._places
+        if module is self.fn and not places.cells and not places.scopes and not self._settings:
             return state_key(module)
         held: List[Any] = [] if module is None else [state_key(module)]
-        scope = self._globals
         # every call pays this loop (a compiled call of a small chain costs a few microseconds): the
         # class tests come inline, the plain scalars first
-        for c in self._cells:
-            _hold(held, _contents(c))
-        for n in self._global_names:
+        for c in places.cells:
+            _hold(held, contents(c))
+        for scope, n in places.scopes:
             _hold(held, scope.get(n))
+        for read_settings in self._settings:
+            held.append(read_settings(leaves))
         return tuple(held)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -166,13 +173,13 @@ class CompiledFunction:
         else:
             leaves, tree = flatten((args, kwargs))
         try:
-            key = signature(leaves, tree, self._extra())
+            key = signature(leaves, tree, self._extra(leaves))
         except TypeError as e:
             return self._unhashable(str(e), args, kwargs)
         program = self.cache.get(key, False)
-        if program is False or (program is not None and program.externals and not program.guards_hold()):
+        if program is False or (program is not None and program.externals and not program.guards_hold(leaves)):
             with _collection_paused():
-                program = self._compile(key, leaves, tree)
+                program = self._compile(leaves, tree)
                 if program is not None:  # the call again, which finds the program: its first run loads kernels
                     return self(*args, **kwargs)
         if program is None:
@@ -181,9 +188,13 @@ class CompiledFunction:
         tree = program.graph.tree
         return outs[0] if tree is None else unflatten(tree, outs)
 
-    def _compile(self, key, leaves, tree) -> Optional[Program]:
+    def _compile(self, leaves, tree) -> Optional[Program]:
         if self._rebinds is not None:  # eager from now on: every call would be a new signature, traced for nothing
             return None
+        # found again at each trace (a helper rebound to one that reads other globals), the key with them
+        self._places = reach(self.fn, self._module)
+        self._settings = settings(self._places, self._modules_read(leaves), leaves)
+        key = signature(leaves, tree, self._extra(leaves))
         if key not in self.cache and len(self.cache) >= self.cache_limit:
             if not self._warned_limit:
                 self._warned_limit = True
@@ -206,53 +217,35 @@ class CompiledFunction:
         tensors = [x for x in leaves if isinstance(x, Tensor)]
         backend = (backend_of(tensors[0]) if tensors else cpu()).name
         program = self.cache[key] = build(graph, optimize_for(graph, backend, self.fuse))
-        program.located = self._locate([t for t, _ in program.externals])
+        program.located = self._locate([t for t, _ in program.externals if id(t) not in graph.made], leaves)
         heap.retain_by_default()
         return program
 
-    def _locate(self, externals: List[Tensor]) -> List[Callable[[], bool]]:
-        """Guards for the externals that the signature does not hold by identity (a closure's or a global's
-        own tensor, a parameter or buffer of the compiled module or of a module in a closure cell or a
-        global) but that sit in a list, tuple or dict or an object's attribute, within three steps of a
-        closure cell or a global the function reads: each guard reads that place again and holds while
-        the same tensor is there, or, for a tensor of a module found there, while that module's
-        ``state_key`` (training flags, settings, tensors) is what it was.  A tensor put in the old one's
+    def _locate(self, externals: List[Tensor], leaves: List[Any]) -> List[Callable[[List[Any]], bool]]:
+        """Guards for the externals that the signature does not hold by identity (a tensor of a closure
+        cell or a global read, a parameter or buffer of the compiled module or of a module read) but that
+        sit in a container or an attribute near what the function reads (guards.locate): each reads that
+        place again at every call and holds while the same tensor is there, or, for a tensor of a module
+        found there, while that module's ``state_key`` is what it was.  A tensor put in the old one's
         place, ``model.train()`` or a replaced weight then trace again instead of the graph reading the
-        old state."""
-        held = {id(v) for _, _, v in self._outside() if isinstance(v, Tensor)}
-        for m in self._modules_read():  # modules whose state_key the signature holds
+        old state.  Externals found nowhere are said once: the graph keeps reading those tensor objects."""
+        modules = self._modules_read(leaves)
+        held = {id(v) for _, _, v in self._places.values() if isinstance(v, Tensor)}
+        for m in modules:  # modules whose state_key the signature holds
             held.update(id(t) for t in (*m.parameters(), *m.buffers()))
         wanted = {id(t): t for t in externals if id(t) not in held}
         if not wanted:
             return []
-        guards: List[Callable[[], bool]] = []
-        level = [(_contents(c), functools.partial(_contents, c)) for c in self._cells]
-        level += [(self._globals[n], functools.partial(self._globals.get, n)) for n in self._global_names
-                  if n in self._globals]
-        seen = set()
-        for _ in range(3):
-            deeper = []
-            for obj, find in level:
-                if id(obj) in seen or isinstance(obj, (Tensor, type)) or is_plain_value(obj):
-                    continue
-                seen.add(id(obj))
-                for step, child in _children(obj):
-                    get = functools.partial(_step, find, step)
-                    if isinstance(child, Tensor):
-                        if wanted.pop(id(child), None) is not None:
-                            guards.append(functools.partial(_holds_tensor, get, child))
-                    elif isinstance(child, Module):
-                        inside = [id(t) for t in (*child.parameters(), *child.buffers()) if id(t) in wanted]
-                        if inside:
-                            for i in inside:
-                                del wanted[i]
-                            guards.append(functools.partial(_holds_module, get, state_key(child)))
-                    else:
-                        deeper.append((child, get))
-            if not wanted:
-                break
-            level = deeper
-        return guards
+        found, lost = locate(wanted, self._places, modules, leaves)
+        if lost and not self._warned_unlocated:
+            self._warned_unlocated = True
+            shapes = ", ".join(f"{t.names} {tuple(t.shape)}" for t in lost[:3]) + (" ..." if len(lost) > 3 else "")
+            warnings.warn(f"nt.compile: {_name(self.fn)} reads {len(lost)} tensor(s) ({shapes}) that were found "
+                          f"neither in its arguments nor within {DEPTH} steps of its closure, its globals, the "
+                          "defaults and modules it reads: the graph reads those tensor objects at every call, so "
+                          "another tensor put in their place is not seen. Pass such a tensor as an argument, or "
+                          "keep it in a module or a global.", stacklevel=4)
+        return found
 
     def _capture(self, leaves, tree) -> Graph:
         """``capture``, refused where the dry run rebinds what the function reads from outside (a global, a
@@ -260,12 +253,12 @@ class CompiledFunction:
         (:meth:`_modules_read`: an attribute, a parameter, a buffer, a sub-module: :func:`_module_dicts`),
         which a graph would not do at the next call: the values are put back first, so that the eager run
         that follows does it once."""
-        before = self._outside()
-        modules = [(d, dict(d)) for m in self._modules_read() for d in _module_dicts(m)]
+        before = self._places.values()
+        modules = [(d, dict(d)) for m in self._modules_read(leaves) for d in _module_dicts(m)]
         try:
             return capture(self.fn, leaves, tree)
         finally:
-            changed = [(owner, key, value) for owner, key, value in before if _read(owner, key) is not value]
+            changed = [(owner, key, value) for owner, key, value in before if read(owner, key) is not value]
             for owner, key, value in changed:
                 if key is None:
                     owner.cell_contents = value
@@ -280,17 +273,13 @@ class CompiledFunction:
                 raise Untraceable(_REBINDS, "the function rebinds a global, a closure's variable or a module's "
                                   "attribute, which a graph would not rebind again at the next call")
 
-    def _modules_read(self) -> List[Module]:
+    def _modules_read(self, leaves: List[Any]) -> List[Module]:
         """The modules whose state the signature holds (``state_key``) and a trace must leave as it was: the
-        compiled module (or a bound method's), and modules in the closure cells and globals it reads."""
+        compiled module (or a bound method's), modules in the closure cells and globals it reads, and
+        modules passed as arguments (``self`` of a method compiled with ``@nt.compile``)."""
         found = [] if self._module is None else [self._module]
-        return found + [v for _, _, v in self._outside() if isinstance(v, Module) and v is not self._module]
-
-    def _outside(self) -> List[Tuple[Any, Any, Any]]:
-        """``(owner, key, value)`` for the closure cells (key None) and the globals the function reads."""
-        scope = self._globals
-        return [(c, None, _contents(c)) for c in self._cells] + [(scope, n, scope[n]) for n in self._global_names
-                                                                  if n in scope]
+        found += [v for _, _, v in self._places.values() if isinstance(v, Module) and v is not self._module]
+        return found + [x for x in leaves if isinstance(x, Module) and all(x is not m for m in found)]
 
     def _unhashable(self, why: str, args, kwargs) -> Any:
         """A call with an argument that can be no part of a signature (an array, a set): eager, said once."""
@@ -324,6 +313,11 @@ class CompiledFunction:
             out.extend("  " + line for line in str(program.graph).splitlines())
         return "\n".join(out) if out else "nothing compiled yet"
 
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        # ``@nt.compile`` on a method: read through an instance, the compiled function bound to it, which
+        # then is an argument of each call (a module by its state_key: capture.signature)
+        return self if obj is None else types.MethodType(self, obj)
+
     def __getattr__(self, name: str) -> Any:
         # a compiled module is used as the module (parameters(), train(), state_dict()...)
         return getattr(self.__dict__["fn"], name)
@@ -345,6 +339,10 @@ def _collection_paused():
         gc.enable()
 
 
+#: what the signature holds by identity when a closure cell or a global holds it
+_HELD_AS_OBJECTS = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial))
+
+
 def _hold(held: List[Any], x: Any) -> None:
     """Add to ``held`` what a call's signature keeps of ``x``, read from outside (``CompiledFunction._extra``)."""
     cls = x.__class__
@@ -356,42 +354,8 @@ def _hold(held: List[Any], x: Any) -> None:
         held.append((cls, x))
     elif isinstance(x, Module):  # a model read from a global or a closure: its flags, settings and tensors
         held.append(state_key(x))
-
-
-#: the most items or attributes of one container or object that _locate looks through
-_LOOK_AT = 64
-
-
-def _children(obj: Any) -> List[Tuple[Tuple[str, Any], Any]]:
-    """``((kind, key), child)`` of a list, tuple or dict (its first _LOOK_AT items) or of an object's
-    attributes (``vars``), for _locate; nothing for anything else (functions, modules of Python...)."""
-    if isinstance(obj, (list, tuple)):
-        return [(("item", i), v) for i, v in enumerate(obj[:_LOOK_AT])]
-    if isinstance(obj, dict):
-        return [(("item", k), v) for k, v in list(obj.items())[:_LOOK_AT] if isinstance(k, (str, int))]
-    attrs = getattr(obj, "__dict__", None)
-    if not isinstance(attrs, dict) or callable(obj) or isinstance(obj, types.ModuleType):
-        return []
-    return [(("attr", k), v) for k, v in list(attrs.items())[:_LOOK_AT]]
-
-
-def _holds_tensor(find: Callable[[], Any], t: Tensor) -> bool:
-    return find() is t
-
-
-def _holds_module(find: Callable[[], Any], key: Tuple[Any, ...]) -> bool:
-    m = find()
-    return isinstance(m, Module) and state_key(m) == key
-
-
-def _step(find: Callable[[], Any], step: Tuple[str, Any]) -> Any:
-    """What ``find()`` holds at ``step`` (an item or an attribute), or None where it is gone."""
-    kind, key = step
-    try:
-        obj = find()
-        return obj[key] if kind == "item" else getattr(obj, key)
-    except (LookupError, AttributeError, TypeError):
-        return None
+    elif cls in _HELD_AS_OBJECTS:  # a helper or an activation rebound (``act = nt.gelu``): by identity
+        held.append(x)
 
 
 def _module_dicts(module: Module):
@@ -404,18 +368,6 @@ def _module_dicts(module: Module):
             inner = d.get(store)
             if isinstance(inner, dict):
                 yield inner
-
-
-def _read(owner: Any, key: Any) -> Any:
-    """What ``_outside`` found at ``(owner, key)`` now (a global deleted meanwhile reads as a new object)."""
-    return _contents(owner) if key is None else owner.get(key, _read)
-
-
-def _contents(cell: Any) -> Any:
-    try:
-        return cell.cell_contents
-    except ValueError:  # a cell not filled yet
-        return None
 
 
 def _name(fn: Any) -> str:

@@ -20,9 +20,11 @@ place (the dry run skips them).  Values made without history (ops under ``no_gra
 ``.data``) go through a :class:`Detached` node, since a replay runs in the call's grad mode.
 
 :func:`signature` is the cache key of a call: for each tensor argument its names, shape, dtype, device
-and ``requires_grad``, the other arguments themselves (they must be hashable: they are specialised
-into the graph), the grad mode and the default float dtype (``nt.set_default_dtype``: the dtype of the
-constants a factory makes inside), and what the function reads from outside (``api._extra``).
+and ``requires_grad``, a module argument by its ``state_key`` (``self`` of a method compiled with
+``@nt.compile``), the other arguments themselves (they must be hashable: they are specialised
+into the graph), the grad mode, the default float dtype (``nt.set_default_dtype``: the dtype of the
+constants a factory makes inside) and conversion mode (``nt.gradual``, where flatten leaves unnamed the
+dims it raises for outside), and what the function reads from outside (``api._extra``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from ..autograd.graph import Op
 from ..autograd.mode import is_grad_enabled
 from ..backends import get as backend_for, made as made_backends
 from ..backends.meta_backend import META, OBSERVER, DataDependentError, MetaArray
+from ..conversion import active as conversion_mode
+from ..nn.module import Module, state_key
 from ..tensor import Tensor
 from .ir import ArrayOf, Derived, Graph, Node, Value, arrays_read, draws, evaluate, map_leaves
 
@@ -115,10 +119,12 @@ def _build(node: Any, it) -> Any:
 
 def signature(leaves: List[Any], tree: Any, extra: Tuple[Any, ...] = ()) -> Tuple[Any, ...]:
     """The cache key of a call with these flattened arguments (see the module docstring)."""
-    key: List[Any] = [tree, (is_grad_enabled(), _dtypes.default_float), extra]
+    key: List[Any] = [tree, (is_grad_enabled(), _dtypes.default_float, conversion_mode()), extra]
     for x in leaves:
         if isinstance(x, Tensor):
             key.append(key_of(x))
+        elif isinstance(x, Module):  # by identity, and its training flags, tensors and settings
+            key.append((x.__class__, x, state_key(x)))
         else:
             hash(x)  # an unhashable argument cannot be a key: the caller falls back
             key.append((x.__class__, x))
@@ -127,8 +133,9 @@ def signature(leaves: List[Any], tree: Any, extra: Tuple[Any, ...] = ()) -> Tupl
 
 def describe_key(key: Tuple[Any, ...]) -> List[str]:
     """Each part of a signature in words (for the message when the cache is full)."""
-    tree, (grad, default_float), extra, *args = key
-    parts = [f"grad mode {'on' if grad else 'off'}", f"default float dtype {default_float}"]
+    tree, (grad, default_float, converting), extra, *args = key
+    parts = [f"grad mode {'on' if grad else 'off'}", f"default float dtype {default_float}",
+             f"conversion mode (nt.gradual) {'on' if converting else 'off'}"]
     if extra:
         parts.append(f"the tensors and settings read from outside, the training flags ({len(extra)} parts)")
     for i, a in enumerate(args):
@@ -136,6 +143,8 @@ def describe_key(key: Tuple[Any, ...]) -> List[str]:
             names, shape, dtype, backend, rg = a
             dims = ", ".join(str(s) if n is None else f"{n}={s}" for n, s in zip(names, shape))
             parts.append(f"argument {i}: ({dims}) {dtype} on {backend.device}{', requires_grad' if rg else ''}")
+        elif isinstance(a[1], Module):
+            parts.append(f"argument {i}: the {type(a[1]).__name__} module's training flags, tensors and settings")
         else:
             parts.append(f"argument {i}: {a[1]!r}")
     return parts
@@ -226,7 +235,7 @@ class _Recorder:
         graph alone holds), and neither a view nor viewed."""
         v = self.value_of(t, op)  # t is among the seen from here on
         vc = version_counter(t)
-        if v.kind == "external" and self._made_here(t):  # the graph's own copy from now on, which edits leave alone
+        if v.kind == "external" and self.made_by_factory(t):  # the graph's own copy from now on, which edits leave alone
             v.kind, v.source = "constant", wrap(raw(t), t.names, backend_of(t))
         if v.kind in ("input", "external"):
             what = ("that is an argument of the function" if v.kind == "input" else
@@ -243,7 +252,7 @@ class _Recorder:
 
     def edited(self, t: Tensor, result: Tensor) -> None:
         """After an edit that :meth:`edit_hook` allowed: ``t`` now stands for ``result``'s value."""
-        if self._made_here(t):
+        if self.made_by_factory(t):
             self.edited_made.append(self.made_here[id(t)])
         self.know(t, self.value_of(result, "edit"))
 
@@ -253,7 +262,7 @@ class _Recorder:
         values of the graph)."""
         self.made_here[id(t)] = weakref.ref(t)
 
-    def _made_here(self, t: Tensor) -> bool:
+    def made_by_factory(self, t: Tensor) -> bool:
         made = self.made_here.get(id(t))
         return made is not None and made() is t
 
@@ -431,6 +440,10 @@ def capture(fn: Callable, leaves: List[Any], tree: Any, constants_on: Optional[s
                                             "still holds after the call (a global, an attribute), which graphs "
                                             "do not trace yet")
     _classify_externals(graph)
+    # counted as in _classify_externals: a tensor object that nothing else holds (an op's wrapped scalar,
+    # ``w.data``) is in no place outside
+    graph.made = {id(v.source) for v in graph.values if v.kind == "external" and (
+        sys.getrefcount(v.source) <= 2 or recorder.made_by_factory(v.source))}
     _make_constants(graph, leaves, constants_on)
     return graph
 

@@ -203,6 +203,9 @@ class Graph:
         self.nodes: List[Node] = []
         self.outputs: List[Any] = []  # Values, or Python objects returned as they are
         self.tree: Any = None  # how the outputs are nested (see compiler/capture.py)
+        #: ids of the externals that a factory made during the trace or that nothing but the graph holds: in no
+        #: place outside, nothing to guard
+        self.made: set = set()
 
     def new_value(self, names: Names, shape, dtype: str, kind: str, source: Any = None) -> Value:
         v = Value(len(self.values), names, tuple(shape), dtype, kind, source)

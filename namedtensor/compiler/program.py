@@ -43,15 +43,16 @@ class Program:
         #: whether the same tensor, or a module in the same state, is there (``CompiledFunction._locate``)
         self.located: List[Any] = []
 
-    def guards_hold(self) -> bool:
+    def guards_hold(self, leaves: List[Any]) -> bool:
         """Whether every external still has the names, shape, dtype and device it was traced with, and is
-        still the tensor at the place the function read it from (a list's item, a dict's value...)."""
+        still the tensor at the place the function read it from (a list's item, a dict's value, an attribute
+        of an argument: ``leaves``, the call's)."""
         for t, (names, shape, dtype, device) in self.externals:
             a = raw(t)
             if t.names != names or a.shape != shape or str(a.dtype) != dtype or t.device != device:
                 return False
         for holds in self.located:
-            if not holds():
+            if not holds(leaves):
                 return False
         return True
 
