@@ -812,6 +812,9 @@ def test_numbers_in_configs_are_part_of_the_signature():
         assert len(cf.cache) == 2 and None not in cf.cache.values()  # 2.0 and 3.0, each traced once
 
 
+_LOSSES = []
+
+
 class _CompiledMethod(nn.Module):
     def __init__(self):
         super().__init__()
@@ -821,23 +824,39 @@ class _CompiledMethod(nn.Module):
 
     @nt.compile
     def forward(self, x):
-        return self.drop(self.lin(x)) * self.scale
+        return self.drop(self.lin(x)) * self._scale()
+
+    def _scale(self):
+        return self.scale * _HELPER_SCALE
+
+    def log(self, loss):
+        _LOSSES.append(loss)  # a method forward does not call: its list is no part of the signature
 
 
 def test_a_method_compiled_with_the_decorator_is_bound_and_guards_its_module():
     # the instance is an argument of each call, held by its state_key: settings, weights, sub-modules,
     # training flags; a module passed as an argument likewise
+    global _HELPER_SCALE
+    _HELPER_SCALE = 1.0
     m = _CompiledMethod().eval()
     x = rnd(4, 3, names=("b", "x"), dtype="float64")
 
     def eager():
-        return m.drop(m.lin(x)) * m.scale
+        return m.drop(m.lin(x)) * (m.scale * _HELPER_SCALE)
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert_close(m(x), eager(), rtol=0, atol=0)
         m.scale = 3.0
         assert_close(m(x), eager(), rtol=0, atol=0)
+        _HELPER_SCALE = 5.0  # read by a method the compiled one calls
+        assert_close(m(x), eager(), rtol=0, atol=0)
+        compiled = _CompiledMethod.__dict__["forward"]
+        traced = len(compiled.cache)
+        for step in range(3):
+            m.log(float(step))
+            assert_close(m(x), eager(), rtol=0, atol=0)
+        assert len(compiled.cache) == traced
         m.lin.weight = nn.Parameter(rnd(3, 3, names=("y", "x"), seed=1, dtype="float64"))
         assert_close(m(x), eager(), rtol=0, atol=0)
         m.lin = nn.Linear("x", "y", 3, 3, dtype=nt.float64)
@@ -848,8 +867,7 @@ def test_a_method_compiled_with_the_decorator_is_bound_and_guards_its_module():
         nt.manual_seed(2)
         assert_close(got, eager(), rtol=0, atol=0)
         assert (got.detach().numpy() == 0).any()  # dropout's zeros: traced again in training mode
-    assert "argument 0: the _CompiledMethod module's training flags" in "; ".join(capture_key_parts(
-        _CompiledMethod.__dict__["forward"]))
+    assert "argument 0: the _CompiledMethod module's training flags" in "; ".join(capture_key_parts(compiled))
     run = nt.compile(lambda model, x: model(x))
     lin = nn.Linear("x", "y", 3, 3, dtype=nt.float64)
     with warnings.catch_warnings():

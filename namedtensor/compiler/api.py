@@ -192,7 +192,7 @@ class CompiledFunction:
         if self._rebinds is not None:  # eager from now on: every call would be a new signature, traced for nothing
             return None
         # found again at each trace (a helper rebound to one that reads other globals), the key with them
-        self._places = reach(self.fn, self._module)
+        self._places = reach(self.fn, self._module, leaves)
         self._settings = settings(self._places, self._modules_read(leaves), leaves)
         key = signature(leaves, tree, self._extra(leaves))
         if key not in self.cache and len(self.cache) >= self.cache_limit:

@@ -1,10 +1,10 @@
 """What a compiled function reads from outside its arguments, and the guards that find it again at each call.
 
-``reach(fn, module)`` follows the function (or the compiled module's methods) into the user code it
-may call, statically, as a tracer that reads bytecode would: the closure cells and the globals each
+``reach(fn, module)`` follows the function (or the compiled module's ``forward``) into the user code
+it may call, statically, as a tracer that reads bytecode would: the closure cells and the globals each
 function names (``co_names``, nested code included), attributes named of the Python modules it
-imports, and, for every ``nn.Module`` found (the compiled one, one in a cell or a global), the methods
-of its classes.  Code of namedtensor, of the standard library and of installed packages is not
+imports, the ``forward`` of every ``nn.Module`` found (the compiled one, one in a cell or a global, one
+passed as an argument) and the methods of the user classes met that the code reached names.  Code of namedtensor, of the standard library and of installed packages is not
 followed: its globals are its own constants.  The result, :class:`Outside`, is what the signature
 reads at every call (``CompiledFunction._extra``: plain values, tensor and function identities,
 modules' ``state_key``) and what a trace must not rebind.
@@ -24,7 +24,7 @@ import functools
 import itertools
 import sys
 import types
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Tuple
 
 from .._internal import PLAIN_TYPES, is_plain_value
 from ..nn import Module
@@ -85,28 +85,32 @@ def _names_read(code: types.CodeType) -> List[str]:
     return list(dict.fromkeys(names))
 
 
-def _methods(cls: type) -> Iterable[types.FunctionType]:
-    """The functions of a user class and its user bases (methods, static and class methods, properties)."""
+def _method(cls: type, name: str) -> Any:
+    """The function ``name`` of a user class or of its user bases (a method, a static or class method, a
+    property's getter), or None."""
     for klass in cls.__mro__:
-        if not _user_code(klass):
-            continue
-        for v in vars(klass).values():
+        if _user_code(klass) and name in vars(klass):
+            v = vars(klass)[name]
             if isinstance(v, (staticmethod, classmethod)):
-                v = v.__func__
-            elif isinstance(v, property):
-                v = v.fget
-            if isinstance(v, types.FunctionType):
-                yield v
+                return v.__func__
+            return v.fget if isinstance(v, property) else v
+    return None
 
 
-def reach(fn: Any, module: Any) -> Outside:
+def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
     """The places ``fn`` (a function, a bound method, or ``module`` itself when it is the compiled one)
-    and the user code it reaches read from outside."""
+    and the user code it reaches read from outside, with the modules among a call's ``arguments``
+    (``self`` of a method compiled with ``@nt.compile``).  A module's ``forward`` is followed, and then the
+    methods that the code reached names (``self._tail(y)``) of the user classes met (modules' classes,
+    classes and callable objects in the places), not every method: a logging method that names a
+    growing list would otherwise make that list part of every signature."""
     cells: Dict[int, Any] = {}
     scopes: Dict[Tuple[int, str], Tuple[Dict[str, Any], str]] = {}
     functions: Dict[int, types.FunctionType] = {}
     queue: List[types.FunctionType] = []
     seen_modules: set = set()
+    classes: Dict[int, type] = {}
+    names_met: Dict[str, None] = {}
 
     def follow(v: Any) -> None:
         if isinstance(v, types.MethodType):
@@ -120,15 +124,24 @@ def reach(fn: Any, module: Any) -> Outside:
             for m in v.modules():
                 if id(m) not in seen_modules:
                     seen_modules.add(id(m))
-                    for f in _methods(type(m)):
-                        follow(f)
-        elif isinstance(v, type) and _user_code(v):
-            for f in _methods(v):
-                follow(f)
+                    meet(type(m))
+                    follow(_method(type(m), "forward"))
+        elif isinstance(v, type):
+            meet(v)
+        elif callable(v) and _user_code(type(v)):  # a callable object: its __call__
+            meet(type(v))
+            follow(_method(type(v), "__call__"))
+
+    def meet(cls: type) -> None:
+        if id(cls) not in classes and _user_code(cls):
+            classes[id(cls)] = cls
+            for n in names_met:
+                follow(_method(cls, n))
 
     follow(fn)
-    if isinstance(module, Module):
-        follow(module)
+    for m in (module, *arguments):
+        if isinstance(m, Module):
+            follow(m)
     while queue:
         f = queue.pop(0)
         for c in f.__closure__ or ():
@@ -137,6 +150,10 @@ def reach(fn: Any, module: Any) -> Outside:
         scope = f.__globals__
         names = _names_read(f.__code__)
         for n in names:
+            if n not in names_met:
+                names_met[n] = None
+                for cls in list(classes.values()):
+                    follow(_method(cls, n))
             if n not in scope:
                 continue
             scopes.setdefault((id(scope), n), (scope, n))
