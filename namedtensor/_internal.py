@@ -24,8 +24,9 @@ from .ops._common import flag, int_sizes, operand
 from .ops.dtype import _target as parse_to_arg
 from .tensor import Tensor
 
-__all__ = ["wrap", "raw", "backend_of", "key_of", "bump_version", "replace_array", "check_inplace", "leaf_view",
-           "swap_tracer", "op_span", "int_sizes", "operand", "parse_to_arg", "flag"]
+__all__ = ["wrap", "raw", "backend_of", "key_of", "bump_version", "replace_array", "tensor_state",
+           "restore_tensor_state", "check_inplace", "leaf_view", "swap_tracer", "op_span", "int_sizes", "operand",
+           "parse_to_arg", "flag"]
 
 Names = Tuple[Optional[str], ...]
 T = TypeVar("T", bound=Tensor)
@@ -79,6 +80,22 @@ def replace_array(t: Tensor, array: Any, backend: Optional[Backend] = None) -> N
     if backend is not None:
         t._B = backend
     bump_version(t)
+
+
+_UNSET = object()
+
+
+def tensor_state(t: Tensor) -> tuple:
+    """What an in-place edit traced by ``nt.compile`` changes of ``t`` (its array, backend, names and
+    history), for :func:`restore_tensor_state` once the trace is over."""
+    return t._data, t._B, t._names, t._node, t._rg, getattr(t, "_idx", _UNSET)
+
+
+def restore_tensor_state(t: Tensor, state: tuple) -> None:
+    """Put back what :func:`tensor_state` took."""
+    t._data, t._B, t._names, t._node, t._rg, idx = state
+    if idx is not _UNSET:
+        t._idx = idx
 
 
 def check_inplace(t: Tensor, op: str, *others: Any) -> None:

@@ -1160,14 +1160,19 @@ def _parameter_over_a_factory_tensor(x):
     return y + p * x
 
 
-@pytest.mark.parametrize("case", ["argument", "parameter", "view after", "view before", "shared data", "setitem",
+@pytest.mark.parametrize("case", ["argument", "external seen by a view", "parameter", "view after", "view before",
+                                  "shared data", "setitem",
                                   "sampler"])
 def test_an_in_place_op_that_someone_else_would_see_runs_eagerly(case):
     w = rnd(3, names=("a",), seed=2)
+    w_grad = rnd(3, names=("a",), seed=3).requires_grad_()
     fns = {
         "shared data": (_parameter_over_a_factory_tensor, "add_: writes in place into a tensor ('a',) that may share"),
         "argument": (lambda x: x.mul_(2) + 1, "that is an argument of the function"),
-        "parameter": (lambda x: x * w.add_(0.0), "from outside the function"),
+        "external seen by a view": (lambda x: (lambda v: (w.add_(1.0), v * x[0:2])[1])(w[0:2]),
+                                    "add_: writes in place into a tensor ('a',) from outside the function that may "
+                                    "share its data with a view"),
+        "parameter": (lambda x: x * w_grad.add_(0.0), "that requires grad (a parameter: write under nt.no_grad())"),
         "view after": (lambda x: (lambda y: (y.reshape(3), y.add_(1))[0])(x * 2), "may share its data with a view"),
         "view before": (lambda x: (lambda y: (y, y.reshape(3).relu_())[0])(x * 2), "may share its data with a view"),
         "setitem": (lambda x: (x.__setitem__(0, 1.0), x * 2)[1], "setitem: writes in place into a tensor ('a',) that is"),
@@ -1175,8 +1180,16 @@ def test_an_in_place_op_that_someone_else_would_see_runs_eagerly(case):
     }
     fn, fragment = fns[case]
     x = rnd(3, names=("a",))
+    if case == "parameter":  # eagerly a leaf that requires grad refuses the write: so does the eager run inside
+        with pytest.warns(UserWarning, match="runs eagerly") as record, pytest.raises(RuntimeError, match="add_"):
+            nt.compile(fn)(x)
+        assert fragment in str(record[0].message)
+        return
     nt.manual_seed(0)  # the sampler's: the eager run inside draws the same numbers
+    w_before = w.clone()
     want = fn(x.clone())
+    with nt.no_grad():
+        w.copy_(w_before)
     nt.manual_seed(0)
     with pytest.warns(UserWarning, match="runs eagerly") as record:
         got = nt.compile(fn)(x.clone())
@@ -1184,16 +1197,19 @@ def test_an_in_place_op_that_someone_else_would_see_runs_eagerly(case):
     assert_close(got, want)  # the eager run, views and writes as they are
 
 
-def test_a_write_into_an_external_is_refused_before_it_happens():
+def test_a_write_into_an_external_is_written_back_once_per_call():
+    # the trace writes nothing into the counter (it stands for the graph's value meanwhile); each call's
+    # write-back step copies the new value into it, and the ops after the edit read the new value
     counter = nt.zeros(3, names=("a",))
     cf = nt.compile(lambda x: x * counter.add_(1.0))
     x = rnd(3, names=("a",))
-    with pytest.warns(UserWarning, match=r"add_: writes in place into a tensor \('a',\)"):
-        got = cf(x)
-    assert counter.tolist() == [1.0, 1.0, 1.0]  # the eager run's write only
-    assert_close(got, x)
-    cf(x)
-    assert counter.tolist() == [2.0, 2.0, 2.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in range(1, 4):
+            assert_close(cf(x), x * n, rtol=0, atol=0)
+            assert counter.tolist() == [float(n)] * 3
+    assert isinstance(nt.tensor(0.0) + counter, nt.Tensor) and not counter.requires_grad
+    assert [n.params["what"] for n in program(cf).graph.nodes if n.effect()] == ["write"]
 
 
 def _trained_layer():
@@ -1201,6 +1217,64 @@ def _trained_layer():
     x = rnd(5, 4, names=("b", "x"))
     layer(x).square().sum().backward()
     return layer, x
+
+
+def test_a_detached_value_of_parameters_alone_is_read_at_every_call():
+    # the dry run computes an op of externals alone for real: its detach() was read as a constant, the
+    # dry run's value, at every call (the weight's norm logged after the optimizer's step never moved)
+    res = []
+    for compiled in (False, True):
+        nt.manual_seed(0)
+        lin = nn.Linear("x", "y", 4, 2)
+        opt = nt.optim.SGD(lin.parameters(), lr=0.1)
+        x = rnd(8, 4, names=("b", "x"))
+
+        def step(x):
+            loss = lin(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return lin.weight.sum().detach(), lin.bias.data * 2
+
+        run = nt.compile(step) if compiled else step
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            res.append([[v for t in run(x) for v in np.ravel(t.tolist())] for _ in range(3)])
+    assert res[0][0] != res[0][1]  # the weight moves
+    np.testing.assert_allclose(res[1], res[0], rtol=1e-6)
+
+
+def test_a_training_step_with_batchnorm_and_weight_clipping_compiles_whole():
+    # the running statistics and the clipped weight are written back where eager code writes them; the
+    # forward after the clipping reads the leaf (its gradient reaches it), the optimizer's step the clipped values
+    res = []
+    for compiled in (False, True):
+        nt.manual_seed(0)
+        model = nn.Sequential(nn.Linear("x", "h", 4, 6), nn.BatchNorm1d("h", 6), nn.ReLU(), nn.Linear("h", "y", 6, 2))
+        opt = nt.optim.SGD(model.parameters(), lr=0.05)
+        model.train()
+
+        def step(x):
+            with nt.no_grad():
+                model[0].weight.clamp_(-0.3, 0.3)
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        run = nt.compile(step) if compiled else step
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            losses = [run(rnd(8, 4, names=("b", "x"), seed=k)).item() for k in range(4)]
+        res.append((losses, {k: v.detach().numpy() for k, v in model.state_dict().items()}))
+        if compiled:
+            (program,) = run.cache.values()
+            steps = [n.params["what"] for n in program.graph.nodes if n.effect()]
+            assert steps == ["write", "write", "write", "write", "zero_grad", "backward", "SGD.step"], steps
+    np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-6)
+    for key, want in res[0][1].items():
+        np.testing.assert_allclose(res[1][1][key], want, rtol=1e-6, atol=1e-7, err_msg=key)
 
 
 def test_an_optimizers_step_inside_a_compiled_function_runs_at_every_call():

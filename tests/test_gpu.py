@@ -737,6 +737,38 @@ def test_a_whole_compiled_training_step_matches_the_eager_steps_on_the_device():
         "zero_grad", "backward", "clip_grad_norm_", "AdamW.step", "StepLR.step"]
 
 
+def test_a_compiled_step_with_batchnorm_and_weight_clipping_writes_back_on_the_device():
+    # write-back steps (running statistics, a clipped weight) copy into the device's arrays
+    def make():
+        nt.manual_seed(0)
+        model = nn.Sequential(nn.Linear("x", "h", 4, 6), nn.BatchNorm1d("h", 6), nn.ReLU(),
+                              nn.Linear("h", "y", 6, 2)).to("cuda").train()
+        opt = optim.SGD(model.parameters(), lr=0.05)
+
+        def step(x):
+            with nt.no_grad():
+                model[0].weight.clamp_(-0.3, 0.3)
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        return model, step
+
+    eager, eager_step = make()
+    model, step = make()
+    step = nt.compile(step, fullgraph=True)
+    for k in range(4):
+        x = rnd(8, 4, names=("b", "x"), seed=k).to("cuda")
+        assert_close(step(x).cpu(), eager_step(x).cpu(), rtol=1e-5, atol=1e-6)
+    for (key, a), (_, b) in zip(model.state_dict().items(), eager.state_dict().items()):
+        assert a.device.startswith("cuda"), key
+        assert_close(a.cpu(), b.cpu(), rtol=1e-5, atol=1e-6)
+    (program,) = [p for p in step.cache.values() if p is not None]
+    assert [n.params["what"] for n in program.graph.nodes if n.effect()][:4] == ["write"] * 4
+
+
 def test_compiled_writes_into_op_results_and_factory_tensors_on_the_device():
     def fn(x, w):
         y = x * w  # an op's own result: written in place

@@ -37,10 +37,11 @@ import weakref
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .. import _dtypes
-from .._internal import backend_of, key_of, leaf_view, raw, swap_tracer, version_counter, wrap
+from .._internal import (backend_of, key_of, leaf_view, raw, restore_tensor_state, swap_tracer, tensor_state,
+                         version_counter, wrap)
 from ..autograd.engine import run_backward
 from ..autograd.graph import Op
-from ..autograd.mode import is_grad_enabled
+from ..autograd.mode import is_grad_enabled, no_grad
 from ..backends import get as backend_for, made as made_backends
 from ..backends.meta_backend import META, OBSERVER, DataDependentError, MetaArray
 from ..conversion import active as conversion_mode
@@ -180,6 +181,9 @@ class _Recorder:
         self.derived: Dict[int, Tuple[MetaArray, str, tuple, dict]] = {}  # id(meta array) -> how it was made
         self.made_here: Dict[int, "weakref.ref[Tensor]"] = {}  # id(tensor) -> a tensor a factory made in the trace
         self.edited_made: List["weakref.ref[Tensor]"] = []  # those of them written into
+        #: id -> (its state before, its external value) of an external being written into (a buffer's running
+        #: statistics), between edit_hook and edited
+        self.writing: Dict[int, Tuple[tuple, Value]] = {}
 
     def backward_hook(self, roots, grad_outputs, retain_graph, create_graph, inputs) -> bool:
         """A backward pass inside the function: a :class:`Step` of the graph that runs it on the replay's
@@ -237,9 +241,13 @@ class _Recorder:
         vc = version_counter(t)
         if v.kind == "external" and self.made_by_factory(t):  # the graph's own copy from now on, which edits leave alone
             v.kind, v.source = "constant", wrap(raw(t), t.names, backend_of(t))
-        if v.kind in ("input", "external"):
-            what = ("that is an argument of the function" if v.kind == "input" else
-                    "from outside the function (a parameter, a buffer, a global)")
+        if v.kind == "external":
+            what = self._external_write_refused(t, v, vc)
+            if what is None:
+                self.writing[id(t)] = (tensor_state(t), v)
+                return
+        elif v.kind == "input":
+            what = "that is an argument of the function"
         elif (getattr(t, "_view", None) is not None or (v.kind == "op" and _may_view(v.source.op))
               or v.id in self.viewed or len(self.sharing[id(vc)]) > 1):
             what = "that may share its data with a view"
@@ -251,10 +259,36 @@ class _Recorder:
                               "(write x = x.op() instead of x.op_(), x = x + y instead of x += y)")
 
     def edited(self, t: Tensor, result: Tensor) -> None:
-        """After an edit that :meth:`edit_hook` allowed: ``t`` now stands for ``result``'s value."""
+        """After an edit that :meth:`edit_hook` allowed: ``t`` now stands for ``result``'s value.  An external
+        gets a write-back step there (the passes move nothing across it), which copies the value into its
+        array at run time, and stays the external (read live, a leaf whose gradient the ops after it
+        reach, as eagerly): the trace's ``t`` gets its own array and state back at once."""
         if self.made_by_factory(t):
             self.edited_made.append(self.made_here[id(t)])
-        self.know(t, self.value_of(result, "edit"))
+        value = self.value_of(result, "edit")
+        writing = self.writing.pop(id(t), None)
+        if writing is None:
+            self.know(t, value)
+            return
+        state, external = writing
+        restore_tensor_state(t, state)
+        if result.requires_grad:  # eagerly t joins the graph, which a copy into its array would not do
+            raise Untraceable("in-place write", f"into a tensor {t.names} from outside the function of a value that "
+                                                "requires grad, which graphs do not trace yet")
+        self._step("write", _write_back, (value, t))
+        self.know(t, external)
+
+    def _external_write_refused(self, t: Tensor, v: Value, vc: Any) -> Optional[str]:
+        """Why an edit of external ``t`` cannot be a write-back step (None: it can): another tensor may see
+        its data (a view, which eagerly sees the edit at once), or eagerly the edit raises (a leaf that
+        requires grad, with grad mode on).  The nodes that read ``t`` before stay before the write-back,
+        which no pass moves anything across, and read the external itself at run time: a backward that
+        saved it refuses it after the write, as eagerly."""
+        if t.requires_grad and is_grad_enabled():
+            return "that requires grad (a parameter: write under nt.no_grad())"
+        if getattr(t, "_view", None) is not None or v.id in self.viewed or len(self.sharing[id(vc)]) > 1:
+            return "from outside the function that may share its data with a view"
+        return None
 
     def made(self, t: Tensor) -> None:
         """A factory (``nt.zeros``, ``nt.tensor``...) made ``t`` during the trace: the function may write into
@@ -272,9 +306,11 @@ class _Recorder:
     def detach_hook(self, t: Tensor, out: Tensor) -> None:
         """``out`` made over ``t``'s array outside the ops (``detach()``, ``.data``): a traced value's
         becomes a :class:`Detached` node at once, not when ``out`` is first read, so that ``t`` counts as
-        viewed from here on, and an edit of either, which eagerly shows in the other, runs eagerly."""
+        viewed from here on, and an edit of either, which eagerly shows in the other, runs eagerly.  A traced
+        value over a real array (an op of externals alone, ``w.norm()``, computed for real by the dry run)
+        counts too: else ``out`` would be read as a constant, the dry run's value at every call."""
         a = raw(t)
-        if isinstance(a, MetaArray) and (id(t) in self.seen or id(a) in self.arrays):
+        if id(t) in self.seen or (isinstance(a, MetaArray) and id(a) in self.arrays):
             self._detached(out, self.value_of(t, "detach"))
 
     def know(self, t: Tensor, v: Value) -> None:
@@ -495,6 +531,13 @@ def _returning(what: str, dtype, replay: Callable) -> Tensor:
                            f"{out.dtype!r}, but the graph was traced for a 0-dim {dtype!r} (the gradients' dtype "
                            "changed); call it outside the compiled function.")
     return out
+
+
+def _write_back(value: Tensor, target: Tensor) -> None:
+    """A write-back :class:`Step` at run time: ``value`` copied into external ``target``, as the edits inside
+    the function wrote it eagerly (a new version of ``target``, which graphs that saved it refuse)."""
+    with no_grad():
+        target.copy_(value)
 
 
 def _backward_step(n_roots: int, given: bool, retain_graph, create_graph, *tensors) -> None:
