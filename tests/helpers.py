@@ -29,3 +29,25 @@ def rnd(*shape, names, seed=0, dtype="float32", low=None):
 def ints(high, *shape, names, seed=0):
     """A seeded tensor of ints in [0, high)."""
     return nt.tensor(np.random.default_rng(seed).integers(0, high, size=shape), names=names)
+
+
+def clipped_batchnorm_step(device="cpu"):
+    """``(model, step)``: a model with BatchNorm in training on ``device`` and its SGD step, which clips the
+    first weight under ``no_grad`` before the forward and returns the detached loss (writes into a
+    buffer and a parameter, for nt.compile's write-back steps)."""
+    nt.manual_seed(0)
+    nn = nt.nn
+    model = nn.Sequential(nn.Linear("x", "h", 4, 6), nn.BatchNorm1d("h", 6), nn.ReLU(), nn.Linear("h", "y", 6, 2))
+    model = model.to(device).train()
+    opt = nt.optim.SGD(model.parameters(), lr=0.05)
+
+    def step(x):
+        with nt.no_grad():
+            model[0].weight.clamp_(-0.3, 0.3)
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return model, step

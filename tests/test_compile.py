@@ -26,7 +26,7 @@ from namedtensor.backends import numpy_kernels, thread_pool
 from namedtensor.compiler import cuda_codegen, numba_codegen
 from namedtensor.nn import functional as F
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
-from helpers import rnd
+from helpers import clipped_batchnorm_step, rnd
 
 
 def mlp_tail(x, w):
@@ -1249,20 +1249,7 @@ def test_a_training_step_with_batchnorm_and_weight_clipping_compiles_whole():
     # forward after the clipping reads the leaf (its gradient reaches it), the optimizer's step the clipped values
     res = []
     for compiled in (False, True):
-        nt.manual_seed(0)
-        model = nn.Sequential(nn.Linear("x", "h", 4, 6), nn.BatchNorm1d("h", 6), nn.ReLU(), nn.Linear("h", "y", 6, 2))
-        opt = nt.optim.SGD(model.parameters(), lr=0.05)
-        model.train()
-
-        def step(x):
-            with nt.no_grad():
-                model[0].weight.clamp_(-0.3, 0.3)
-            loss = model(x).square().mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss.detach()
-
+        model, step = clipped_batchnorm_step()
         run = nt.compile(step) if compiled else step
         with warnings.catch_warnings():
             warnings.simplefilter("error")

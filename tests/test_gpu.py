@@ -18,7 +18,7 @@ from namedtensor.compiler import capture
 from namedtensor.data import DataLoader, TensorDataset
 from namedtensor.nn import functional as F
 from namedtensor.testing import assert_close
-from helpers import ints, rnd
+from helpers import clipped_batchnorm_step, ints, rnd
 
 pytestmark = pytest.mark.gpu
 
@@ -739,25 +739,8 @@ def test_a_whole_compiled_training_step_matches_the_eager_steps_on_the_device():
 
 def test_a_compiled_step_with_batchnorm_and_weight_clipping_writes_back_on_the_device():
     # write-back steps (running statistics, a clipped weight) copy into the device's arrays
-    def make():
-        nt.manual_seed(0)
-        model = nn.Sequential(nn.Linear("x", "h", 4, 6), nn.BatchNorm1d("h", 6), nn.ReLU(),
-                              nn.Linear("h", "y", 6, 2)).to("cuda").train()
-        opt = optim.SGD(model.parameters(), lr=0.05)
-
-        def step(x):
-            with nt.no_grad():
-                model[0].weight.clamp_(-0.3, 0.3)
-            loss = model(x).square().mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss.detach()
-
-        return model, step
-
-    eager, eager_step = make()
-    model, step = make()
+    eager, eager_step = clipped_batchnorm_step("cuda")
+    model, step = clipped_batchnorm_step("cuda")
     step = nt.compile(step, fullgraph=True)
     for k in range(4):
         x = rnd(8, 4, names=("b", "x"), seed=k).to("cuda")
