@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Tuple, Type, TypeVar
 
+from ._dtypes import DType
 from .autograd import mode
 from .autograd.mode import op_span, version_counter
 from .backends.base import Backend
@@ -64,12 +65,13 @@ def bump_version(t: Tensor) -> None:
 
 
 #: the classes of plain values (:func:`is_plain_value`), besides tuples of them
-PLAIN_TYPES = frozenset((bool, int, float, complex, str, type(None)))
+PLAIN_TYPES = frozenset((bool, int, float, complex, str, type(None), DType))
 
 
 def is_plain_value(x: Any) -> bool:
-    """Whether ``x`` is a number, a string, None, or a tuple of them: a setting that a compiled graph
-    specialises (a module's ``eps``, a global scale), so ``nt.compile`` guards on its value."""
+    """Whether ``x`` is a number, a string, None, a dtype (``nt.float16``: one object per dtype), or a tuple
+    of them: a setting that a compiled graph specialises (a module's ``eps``, a global scale, an output
+    dtype), so ``nt.compile`` guards on its value."""
     return x.__class__ in PLAIN_TYPES or (x.__class__ is tuple and all(is_plain_value(y) for y in x))
 
 

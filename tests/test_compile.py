@@ -219,9 +219,10 @@ def test_a_modules_state_key_follows_its_flags_parameters_buffers_and_children()
     assert key[:3] == (tuple(m.training for m in model.modules()), tuple(map(id, model.parameters())),
                        tuple(map(id, model.buffers())))
     assert len(key[0]) == 3 and len(key[1]) == 2
-    assert key[3][1] == (("training", True), ("in_dim", "d"), ("out_dim", "d2"), ("in_size", 3), ("out_size", 3))
+    assert key[3][1] == (nn.Linear, (("training", True), ("in_dim", "d"), ("out_dim", "d2"), ("in_size", 3),
+                                     ("out_size", 3)))
     shared.out_dim = "e"
-    assert state_key(model)[3][1][2] == ("out_dim", "e")
+    assert state_key(model)[3][1][1][2] == ("out_dim", "e")
     shared.eval()
     assert state_key(model)[0] == (True, False, True)
     shared.bias = nn.Parameter(nt.zeros(3, names=("d2",)))
@@ -230,6 +231,50 @@ def test_a_modules_state_key_follows_its_flags_parameters_buffers_and_children()
     assert len(state_key(model)[2]) == 1
     model.append(nn.Identity())
     assert len(state_key(model)[0]) == 4
+    model[1] = nn.Tanh()  # no settings, no tensors: its class tells it from the GELU it replaced
+    assert state_key(model)[3][2][0] is nn.Tanh
+
+
+class _Casting(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.out_dtype = nt.float64
+
+    def forward(self, x):
+        return x.to(self.out_dtype) * 2
+
+
+_OUT_DTYPE = nt.float64
+
+
+def test_a_dtype_setting_is_part_of_the_signature():
+    # a module's, a global's and a config's dtype: a graph that specialised the cast casts to the new one
+    global _OUT_DTYPE
+    x = rnd(5, names=("a",))
+    cfg = {"dtype": nt.float64}
+    model = _Casting()
+    for fn, put in ((model, lambda d: setattr(model, "out_dtype", d)),
+                    (lambda x: x.to(_OUT_DTYPE), lambda d: globals().update(_OUT_DTYPE=d)),
+                    (lambda x: x.to(cfg["dtype"]), lambda d: cfg.update(dtype=d))):
+        put(nt.float64)
+        compiled, got = compiled_quietly(fn, x)
+        assert got.dtype is nt.float64
+        put(nt.float16)
+        assert compiled(x).dtype is nt.float16
+        assert_close(compiled(x), fn(x))
+
+
+def test_a_module_replaced_by_one_of_another_class_traces_again():
+    x = rnd(5, names=("a",))
+    model = nn.Sequential(nn.Tanh())
+    compiled, got = compiled_quietly(model, x)
+    model[0] = nn.Sigmoid()
+    assert_close(compiled(x), model(x))
+    act = nn.Tanh()
+    fn = lambda x: act(x) * 2
+    compiled, _ = compiled_quietly(fn, x)
+    act = nn.Sigmoid()
+    assert_close(compiled(x), fn(x))
 
 
 SCALE = 2.0
@@ -1615,6 +1660,26 @@ def test_a_tensor_over_an_externals_array_is_read_at_every_call():
             with nt.no_grad():
                 w.add_(1.0)
         assert program(cf).report["constants folded"] == 0
+
+
+@pytest.mark.parametrize("draw", ["python", "numpy"])
+def test_numbers_drawn_from_python_or_numpys_generators_run_eagerly(draw):
+    # the trace would keep its draw as a constant; the eager run draws what it would have drawn
+    import random
+
+    fn = (lambda x: x * random.random()) if draw == "python" else (lambda x: x * float(np.random.rand()))
+    x = rnd(4, names=("a",))
+    random.seed(0)
+    np.random.seed(0)
+    want = [fn(x) for _ in range(3)]
+    random.seed(0)
+    np.random.seed(0)
+    compiled = nt.compile(fn)
+    with pytest.warns(UserWarning, match=r"runs eagerly for this signature: random numbers: were drawn from "
+                                         r"Python's random or NumPy's global generator"):
+        got = [compiled(x) for _ in range(3)]
+    for g, w in zip(got, want):
+        assert_close(g, w, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("inplace", [False, True])

@@ -42,7 +42,7 @@ from .._internal import (backend_of, key_of, leaf_view, raw, restore_tensor_stat
 from ..autograd.engine import run_backward
 from ..autograd.graph import Op
 from ..autograd.mode import is_grad_enabled, no_grad
-from ..backends import get as backend_for, made as made_backends
+from ..backends import get as backend_for, host_random, made as made_backends
 from ..backends.meta_backend import META, OBSERVER, DataDependentError, MetaArray
 from ..conversion import active as conversion_mode
 from ..nn.module import Module, state_key
@@ -441,7 +441,7 @@ def capture(fn: Callable, leaves: List[Any], tree: Any, constants_on: Optional[s
         else:
             specs.append(x)
     args, kwargs = unflatten(tree, specs)
-    before = _random_states()
+    before, host_before = _random_states(), host_random.states()
     previous, observer = swap_tracer(recorder), OBSERVER.fn
     OBSERVER.fn = recorder.derive
     try:
@@ -456,6 +456,12 @@ def capture(fn: Callable, leaves: List[Any], tree: Any, constants_on: Optional[s
             b.set_random_state(state)  # the eager run that follows draws what it would have drawn
         raise Untraceable("random numbers", "were drawn while tracing (nt.randn, dropout of a constant...), and a "
                                             "graph would repeat the same numbers at every call")
+    if not host_random.same(host_random.states(), host_before):
+        host_random.restore(host_before)
+        raise Untraceable("random numbers", "were drawn from Python's random or NumPy's global generator while "
+                                            "tracing (random.random(), np.random.rand()), and a graph would repeat "
+                                            "the same numbers at every call; draw them outside the function and "
+                                            "pass them in, or use nt.rand")
     out_leaves, graph.tree = flatten(result)
     held = next((x for x in out_leaves if not isinstance(x, Tensor) and _holds_spec(x)), None)
     if held is not None:
