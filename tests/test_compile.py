@@ -247,6 +247,34 @@ class _Casting(nn.Module):
 _OUT_DTYPE = nt.float64
 
 
+class _WithClassScale(nn.Module):
+    SCALE = 2.0
+
+    def forward(self, x):
+        return x * self.SCALE + _Factors.scaled(x)
+
+
+class _Factors:
+    FACTOR = 2.0
+
+    @staticmethod
+    def scaled(x):
+        return x * _Factors.FACTOR
+
+
+def test_a_class_attribute_read_through_self_or_the_class_is_part_of_the_signature():
+    x = rnd(3, names=("a",))
+    model = _WithClassScale()
+    try:
+        for change in (lambda: setattr(_WithClassScale, "SCALE", 3.0), lambda: setattr(_Factors, "FACTOR", 5.0)):
+            compiled, got = compiled_quietly(model, x)
+            assert_close(got, model(x))
+            change()
+            assert_close(compiled(x), model(x))
+    finally:
+        _WithClassScale.SCALE, _Factors.FACTOR = 2.0, 2.0
+
+
 def test_a_dtype_setting_is_part_of_the_signature():
     # a module's, a global's and a config's dtype: a graph that specialised the cast casts to the new one
     global _OUT_DTYPE

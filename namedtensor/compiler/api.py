@@ -28,7 +28,7 @@ from ..ops.normalization import layer_norm, rms_norm
 from ..tensor import Tensor
 from . import cuda_codegen, formulas, numba_codegen
 from .capture import Untraceable, capture, describe_key, flatten, signature, unflatten
-from .guards import DEPTH, contents, locate, reach, read, settings
+from .guards import DEPTH, contents, locate, put, reach, read, settings
 from .ir import Graph, Node, Value
 from .passes import fuse_elementwise, fuse_residual_norms, optimize, split_biases
 from .program import Program, build
@@ -146,7 +146,8 @@ class CompiledFunction:
         (``CONFIG["scale"]``, ``args.causal``: guards.settings)."""
         module = self._module
         places = self._places
-        if module is self.fn and not places.cells and not places.scopes and not self._settings:
+        if module is self.fn and not places.cells and not places.scopes and not places.class_attributes \
+                and not self._settings:
             return state_key(module)
         held: List[Any] = [] if module is None else [state_key(module)]
         # every call pays this loop (a compiled call of a small chain costs a few microseconds): the
@@ -155,6 +156,8 @@ class CompiledFunction:
             _hold(held, contents(c))
         for scope, n in places.scopes:
             _hold(held, scope.get(n))
+        for cls, n in places.class_attributes:
+            _hold(held, vars(cls).get(n))
         for read_settings in self._settings:
             held.append(read_settings(leaves))
         return tuple(held)
@@ -260,10 +263,7 @@ class CompiledFunction:
         finally:
             changed = [(owner, key, value) for owner, key, value in before if read(owner, key) is not value]
             for owner, key, value in changed:
-                if key is None:
-                    owner.cell_contents = value
-                else:
-                    owner[key] = value
+                put(owner, key, value)
             for d, was in modules:
                 if d.keys() != was.keys() or any(d[k] is not v for k, v in was.items()):
                     changed.append(d)

@@ -4,7 +4,8 @@
 it may call, statically, as a tracer that reads bytecode would: the closure cells and the globals each
 function names (``co_names``, nested code included), attributes named of the Python modules it
 imports, the ``forward`` of every ``nn.Module`` found (the compiled one, one in a cell or a global, one
-passed as an argument) and the methods of the user classes met that the code reached names.  Code of namedtensor, of the standard library and of installed packages is not
+passed as an argument) and the methods and plain class attributes of the user classes met that the code
+reached names.  Code of namedtensor, of the standard library and of installed packages is not
 followed: its globals are its own constants.  The result, :class:`Outside`, is what the signature
 reads at every call (``CompiledFunction._extra``: plain values, tensor and function identities,
 modules' ``state_key``) and what a trace must not rebind.
@@ -51,15 +52,19 @@ _LIBRARY_TOPS = frozenset(sys.stdlib_module_names) | {"namedtensor", "builtins"}
 
 class Outside(NamedTuple):
     """The places a compiled function reads from outside: closure cells, ``(dict, name)`` pairs of
-    globals and Python modules' attributes, and the functions reached (whose defaults ``locate`` reads)."""
+    globals and Python modules' attributes, ``(class, name)`` pairs of the plain class attributes of
+    user classes that the code names (``self.SCALE``), and the functions reached (whose defaults
+    ``locate`` reads)."""
 
     cells: Tuple[Any, ...]
     scopes: Tuple[Tuple[Dict[str, Any], str], ...]
     functions: Tuple[types.FunctionType, ...]
+    class_attributes: Tuple[Tuple[type, str], ...] = ()
 
     def values(self) -> List[Tuple[Any, Any, Any]]:
         """``(owner, key, value)`` for each place (``key`` None for a cell); a global deleted meanwhile is skipped."""
-        return [(c, None, contents(c)) for c in self.cells] + [(d, n, d[n]) for d, n in self.scopes if n in d]
+        return ([(c, None, contents(c)) for c in self.cells] + [(d, n, d[n]) for d, n in self.scopes if n in d]
+                + [(k, n, vars(k)[n]) for k, n in self.class_attributes if n in vars(k)])
 
 
 def _user_code(obj: Any) -> bool:
@@ -111,6 +116,7 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
     seen_modules: set = set()
     classes: Dict[int, type] = {}
     names_met: Dict[str, None] = {}
+    attributes: Dict[Tuple[int, str], Tuple[type, str]] = {}
 
     def follow(v: Any) -> None:
         if isinstance(v, types.MethodType):
@@ -136,7 +142,13 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
         if id(cls) not in classes and _user_code(cls):
             classes[id(cls)] = cls
             for n in names_met:
-                follow(_method(cls, n))
+                named(cls, n)
+
+    def named(cls: type, n: str) -> None:  # a name the code reached reads, on a user class met
+        follow(_method(cls, n))
+        owner = next((k for k in cls.__mro__ if _user_code(k) and n in vars(k)), None)
+        if owner is not None and is_plain_value(vars(owner)[n]):
+            attributes.setdefault((id(owner), n), (owner, n))
 
     follow(fn)
     for m in (module, *arguments):
@@ -153,7 +165,7 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
             if n not in names_met:
                 names_met[n] = None
                 for cls in list(classes.values()):
-                    follow(_method(cls, n))
+                    named(cls, n)
             if n not in scope:
                 continue
             scopes.setdefault((id(scope), n), (scope, n))
@@ -165,7 +177,7 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
                     if a in inner:
                         scopes.setdefault((id(inner), a), (inner, a))
                         follow(inner[a])
-    return Outside(tuple(cells.values()), tuple(scopes.values()), tuple(functions.values()))
+    return Outside(tuple(cells.values()), tuple(scopes.values()), tuple(functions.values()), tuple(attributes.values()))
 
 
 def contents(cell: Any) -> Any:
@@ -177,7 +189,19 @@ def contents(cell: Any) -> Any:
 
 def read(owner: Any, key: Any) -> Any:
     """What a place ``(owner, key)`` holds now (a global deleted meanwhile reads as a new object)."""
-    return contents(owner) if key is None else owner.get(key, read)
+    if key is None:
+        return contents(owner)
+    return vars(owner).get(key, read) if isinstance(owner, type) else owner.get(key, read)
+
+
+def put(owner: Any, key: Any, value: Any) -> None:
+    """Put ``value`` back at a place ``(owner, key)``."""
+    if key is None:
+        owner.cell_contents = value
+    elif isinstance(owner, type):
+        setattr(owner, key, value)
+    else:
+        owner[key] = value
 
 
 # ----------------------------------------------------------------------------- guards
