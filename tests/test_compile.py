@@ -6,6 +6,7 @@ The equality of compiled and eager results op family by op family is tests/test_
 """
 
 import dataclasses
+import functools
 import gc
 import math
 import tracemalloc
@@ -290,6 +291,25 @@ def test_a_dtype_setting_is_part_of_the_signature():
         put(nt.float16)
         assert compiled(x).dtype is nt.float16
         assert_close(compiled(x), fn(x))
+
+
+def test_a_compiled_module_called_from_a_compiled_function_is_guarded_as_the_module():
+    # its weights and flags are the outer signature's too: a replaced weight, a new mode trace again
+    model = nn.Sequential(nn.Linear("a", "b", 3, 2), nn.Dropout(0.5)).eval()
+    inner = nt.compile(model)
+    outer = lambda x: inner(x).sum()
+    x = rnd(4, 3, names=("n", "a"))
+    compiled, got = compiled_quietly(outer, x)
+    assert_close(got, model(x).sum())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model[0].weight = nn.Parameter(rnd(2, 3, names=("b", "a"), seed=1))
+        assert_close(compiled(x), model(x).sum())
+        model.train()
+        nt.manual_seed(3)
+        got = compiled(x)
+        nt.manual_seed(3)
+        assert_close(got, model(x).sum())
 
 
 def test_a_module_replaced_by_one_of_another_class_traces_again():
@@ -823,6 +843,29 @@ def test_tensors_and_numbers_read_through_helpers_modules_and_deep_containers_ar
     assert len(cf.cache) == 3 and None not in cf.cache.values()  # a signature per change, each compiled
 
 
+_ACTS = {"act": None}
+_PARTIAL_SCALE = 2.0
+
+
+def _scaled_by(x, k):
+    return x * k * _PARTIAL_SCALE
+
+
+def test_functions_kept_in_containers_and_partials_are_followed():
+    # a partial's function reads a global; a function kept in a dict is swapped, or reads a global
+    global _PARTIAL_SCALE
+    x = rnd(3, names=("a",), dtype="float64")
+    helper = functools.partial(_scaled_by, k=3.0)
+    through_partial = lambda x: helper(x) * 2
+    _same_after(nt.compile(through_partial), through_partial, x, lambda: globals().update(_PARTIAL_SCALE=5.0))
+    _ACTS["act"] = lambda x: x * 3.0
+    through_dict = lambda x: _ACTS["act"](x) * 2
+    cf = nt.compile(through_dict)
+    _same_after(cf, through_dict, x, lambda: _ACTS.update(act=lambda x: x - 1.0))
+    _ACTS["act"] = lambda x: x * _PARTIAL_SCALE
+    _same_after(cf, through_dict, x, lambda: globals().update(_PARTIAL_SCALE=7.0))
+
+
 def test_a_helper_rebound_to_another_function_traces_again():
     global _helper
     x = rnd(3, names=("a",), dtype="float64")
@@ -950,14 +993,15 @@ def test_a_method_compiled_with_the_decorator_is_bound_and_guards_its_module():
         assert_close(run(lin, x), lin(x), rtol=0, atol=0)
 
 
-_UNREACHED = [lambda: None]
+_UNREACHED = {"a": {"b": {"c": None}}}
 
 
 def test_a_tensor_found_nowhere_is_said_once():
-    # a tensor in a closure of a function kept in a list: neither a place nor in a container walked
+    # a tensor in the closure of a function kept three containers deep: reach follows functions two deep,
+    # locate looks into no function
     w = rnd(3, names=("a",), seed=1, dtype="float64")
-    _UNREACHED[0] = lambda: w
-    fn = lambda x: x * _UNREACHED[0]()
+    _UNREACHED["a"]["b"]["c"] = lambda: w
+    fn = lambda x: x * _UNREACHED["a"]["b"]["c"]()
     cf = nt.compile(fn)
     x = rnd(3, names=("a",), dtype="float64")
     with pytest.warns(UserWarning, match=r"reads 1 tensor\(s\) \(\('a',\) \(3,\)\) that were found neither in "

@@ -28,7 +28,7 @@ from ..ops.normalization import layer_norm, rms_norm
 from ..tensor import Tensor
 from . import cuda_codegen, formulas, numba_codegen
 from .capture import Untraceable, capture, describe_key, flatten, signature, unflatten
-from .guards import DEPTH, contents, locate, put, reach, read, settings
+from .guards import DEPTH, FUNCTION_TYPES, Compiled, compiled_target, contents, locate, put, reach, read, settings
 from .ir import Graph, Node, Value
 from .passes import fuse_elementwise, fuse_residual_norms, optimize, split_biases
 from .program import Program, build
@@ -110,7 +110,7 @@ def _row_kernels():
 _REBINDS = "a value read from outside"
 
 
-class CompiledFunction:
+class CompiledFunction(Compiled):
     """What ``nt.compile(fn)`` returns: call it as ``fn``.  ``explain()`` describes what was compiled."""
 
     def __init__(self, fn: Callable, fuse: bool, cache_limit: int, fullgraph: bool) -> None:
@@ -278,7 +278,8 @@ class CompiledFunction:
         compiled module (or a bound method's), modules in the closure cells and globals it reads, and
         modules passed as arguments (``self`` of a method compiled with ``@nt.compile``)."""
         found = [] if self._module is None else [self._module]
-        found += [v for _, _, v in self._places.values() if isinstance(v, Module) and v is not self._module]
+        found += [v for v in (compiled_target(v) for _, _, v in self._places.values())
+                  if isinstance(v, Module) and v is not self._module]
         return found + [x for x in leaves if isinstance(x, Module) and all(x is not m for m in found)]
 
     def _unhashable(self, why: str, args, kwargs) -> Any:
@@ -339,10 +340,6 @@ def _collection_paused():
         gc.enable()
 
 
-#: what the signature holds by identity when a closure cell or a global holds it
-_HELD_AS_OBJECTS = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial))
-
-
 def _hold(held: List[Any], x: Any) -> None:
     """Add to ``held`` what a call's signature keeps of ``x``, read from outside (``CompiledFunction._extra``)."""
     cls = x.__class__
@@ -354,7 +351,11 @@ def _hold(held: List[Any], x: Any) -> None:
         held.append((cls, x))
     elif isinstance(x, Module):  # a model read from a global or a closure: its flags, settings and tensors
         held.append(state_key(x))
-    elif cls in _HELD_AS_OBJECTS:  # a helper or an activation rebound (``act = nt.gelu``): by identity
+    elif cls is CompiledFunction:  # another compiled function or module called from this one
+        held.append(x)
+        if isinstance(x.fn, Module):
+            held.append(state_key(x.fn))
+    elif cls in FUNCTION_TYPES:  # a helper or an activation rebound (``act = nt.gelu``): by identity
         held.append(x)
 
 

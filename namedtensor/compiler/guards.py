@@ -32,7 +32,7 @@ from ..nn import Module
 from ..nn.module import state_key
 from ..tensor import Tensor
 
-__all__ = ["Outside", "reach", "locate", "settings", "contents", "read"]
+__all__ = ["Outside", "Compiled", "reach", "locate", "settings", "compiled_target", "contents", "read", "put"]
 
 #: the most functions followed from the compiled one (a script's helpers, not a library)
 MOST_FUNCTIONS = 256
@@ -44,6 +44,9 @@ MOST_OBJECTS = 10_000
 LOOK_AT = 64
 #: how many steps from a place ``settings`` looks for containers of plain values
 SETTINGS_DEPTH = 3
+#: what the signature holds by identity where a place or a container of settings holds it: a helper or an
+#: activation rebound (``act = nt.gelu``, ``ACTS["act"] = other``)
+FUNCTION_TYPES = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial))
 #: a module's stores of parameters, buffers and sub-modules, which its ``state_key`` holds
 _MODULE_STORES = ("_parameters", "_buffers", "_modules")
 
@@ -118,11 +121,18 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
     names_met: Dict[str, None] = {}
     attributes: Dict[Tuple[int, str], Tuple[type, str]] = {}
 
-    def follow(v: Any) -> None:
+    def follow(v: Any, depth: int = 0) -> None:
+        v = compiled_target(v)
         if isinstance(v, types.MethodType):
             follow(v.__self__)
             v = v.__func__
-        if isinstance(v, types.FunctionType):
+        if isinstance(v, functools.partial):
+            follow(v.func)
+        elif isinstance(v, (list, tuple, dict)) and depth < 2:  # ``ACTS["gelu"](x)``: the functions kept there
+            for item in itertools.islice(v.values() if isinstance(v, dict) else v, LOOK_AT):
+                if callable(item) or isinstance(item, (list, tuple, dict)):
+                    follow(item, depth + 1)
+        elif isinstance(v, types.FunctionType):
             if id(v) not in functions and len(functions) < MOST_FUNCTIONS and _user_code(v):
                 functions[id(v)] = v
                 queue.append(v)
@@ -178,6 +188,18 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
                         scopes.setdefault((id(inner), a), (inner, a))
                         follow(inner[a])
     return Outside(tuple(cells.values()), tuple(scopes.values()), tuple(functions.values()), tuple(attributes.values()))
+
+
+class Compiled:
+    """The base of what ``nt.compile`` returns (``api.CompiledFunction``): ``fn`` is what it compiled."""
+
+    fn: Any
+
+
+def compiled_target(v: Any) -> Any:
+    """What ``nt.compile`` compiled, for a compiled function or module called from another (its module's
+    state is read, as the module's own would be); anything else as it is."""
+    return v.fn if isinstance(v, Compiled) else v
 
 
 def contents(cell: Any) -> Any:
@@ -290,13 +312,14 @@ def _holds_settings(obj: Any) -> bool:
 
 
 def plain_items(obj: Any) -> tuple:
-    """The plain values of a container (its first LOOK_AT items or attributes), each with its key and its
-    class (1, 1.0 and True are one key otherwise)."""
+    """The plain values and the functions of a container (its first LOOK_AT items or attributes), each with
+    its key and its class (1, 1.0 and True are one key otherwise)."""
     if obj.__class__ is list:
         items = enumerate(obj[:LOOK_AT])
     else:
         items = itertools.islice((obj if obj.__class__ is dict else vars(obj)).items(), LOOK_AT)
-    return tuple((k, v.__class__, v) for k, v in items if v.__class__ in PLAIN_TYPES or (v.__class__ is tuple and is_plain_value(v)))
+    return tuple((k, v.__class__, v) for k, v in items if v.__class__ in PLAIN_TYPES or v.__class__ in FUNCTION_TYPES
+                 or (v.__class__ is tuple and is_plain_value(v)))
 
 
 def _read_settings(find: Callable, leaves: List[Any]) -> tuple:
