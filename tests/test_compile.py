@@ -194,6 +194,34 @@ def test_a_new_signature_is_traced_again_and_the_cache_limit_warns_with_what_cha
     assert_close(out, rnd(5, names=("b",)) * 2 + 1)
 
 
+_STEP = 0
+_LIMITED = {"model": {"scale": 1.0}}
+
+
+def test_the_cache_limit_names_the_outside_value_that_changed():
+    # a global counter, a config's number, a namespace's attribute: the message says which, and how
+    import argparse
+
+    global _STEP
+    args = argparse.Namespace(lr=0.1)
+    x = rnd(3, names=("a",))
+    cases = [
+        (lambda x: x * _STEP, lambda: globals().update(_STEP=_STEP + 1), r"global _STEP \(1 -> 2\)"),
+        (lambda x: x * _LIMITED["model"]["scale"], lambda: _LIMITED["model"].update(scale=_LIMITED["model"]["scale"] + 1),
+         r"global _LIMITED\['model'\]\['scale'\] \(2.0 -> 3.0\)"),
+        (lambda x: x * args.lr, lambda: setattr(args, "lr", args.lr * 2), r"closure variable args.lr \(0.2 -> 0.4\)"),
+    ]
+    for fn, change, said in cases:
+        compiled = nt.compile(fn, cache_limit=2)
+        compiled(x)
+        change()
+        compiled(x)
+        change()
+        with pytest.warns(UserWarning, match=r"traced for 2 signatures .*differs from the last in: .*" + said +
+                                             r".*or pass a number that changes at every call as a tensor"):
+            assert_close(compiled(x), fn(x))
+
+
 @pytest.mark.parametrize("change", ["names", "dtype", "requires_grad", "grad mode"])
 def test_the_signature_covers_names_dtype_requires_grad_and_grad_mode(change):
     cf = nt.compile(lambda x: x.exp())

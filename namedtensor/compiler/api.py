@@ -132,8 +132,9 @@ class CompiledFunction(Compiled):
         #: the closure cells and globals the function and the user code it reaches read (guards.reach): found
         #: again at each trace, since a rebound helper may read others
         self._places = reach(fn, self._module)
-        #: readers of the plain values in containers near those places (guards.settings), found at each trace
-        self._settings: List[Callable[[List[Any]], tuple]] = []
+        #: readers of the plain values in containers near those places, with their paths (guards.settings),
+        #: found at each trace
+        self._settings: List[Tuple[Callable[[List[Any]], tuple], str, bool]] = []
         self._warned_unlocated = False
         functools.update_wrapper(self, fn if not isinstance(fn, Module) else fn.forward)
 
@@ -158,9 +159,19 @@ class CompiledFunction(Compiled):
             _hold(held, scope.get(n))
         for cls, n in places.class_attributes:
             _hold(held, vars(cls).get(n))
-        for read_settings in self._settings:
+        for read_settings, _, _ in self._settings:
             held.append(read_settings(leaves))
         return tuple(held)
+
+    def _extra_labels(self) -> List[Tuple[str, bool]]:
+        """What each part of :meth:`_extra` is, and whether its items are attributes, for the message of the
+        cache limit."""
+        if self._module is self.fn and len(self._places.labels) + len(self._settings) == 0:
+            return [("the module's training flags", False), ("its parameters", False), ("its buffers", False),
+                    ("its classes and settings", False)]
+        module = [] if self._module is None else [("the module's training flags, tensors, classes and settings", False)]
+        return (module + [(label, False) for label in self._places.labels]
+                + [(label, attribute) for _, label, attribute in self._settings])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         tensors_only = not kwargs
@@ -297,10 +308,18 @@ class CompiledFunction(Compiled):
         parts = describe_key(key)
         previous = next(reversed(self.cache)) if self.cache else None
         changed = [p for p in parts if previous is None or p not in describe_key(previous)]
+        labels = self._extra_labels()
+        if previous is not None and len(previous[2]) == len(key[2]) == len(labels):
+            # the places read from outside that changed, by name (a global counter, a config's number)
+            changed = [p for p in changed if not p.startswith("the tensors and settings read from outside")]
+            for (label, attribute), was, now in zip(labels, previous[2], key[2]):
+                if was != now:
+                    changed += _changes(label, attribute, was, now)
         return (f"nt.compile: {_name(self.fn)} was traced for {self.cache_limit} signatures (cache_limit="
                 f"{self.cache_limit}); new signatures run eagerly from now on. This one differs from the last "
-                f"in: {'; '.join(changed) or 'nothing visible'}. Pass cache_limit= to keep more, or give the "
-                "function fewer shapes (pad to a few sizes).")
+                f"in: {'; '.join(changed) or 'nothing visible'}. Pass cache_limit= to keep more, give the "
+                "function fewer shapes (pad to a few sizes), or pass a number that changes at every call as a "
+                "tensor.")
 
     def explain(self) -> str:
         """Each signature's graph after the passes, what the passes did, and why a signature runs eagerly."""
@@ -341,7 +360,9 @@ def _collection_paused():
 
 
 def _hold(held: List[Any], x: Any) -> None:
-    """Add to ``held`` what a call's signature keeps of ``x``, read from outside (``CompiledFunction._extra``)."""
+    """Add to ``held`` what a call's signature keeps of ``x``, read from outside (``CompiledFunction._extra``):
+    one entry per place, None for what it does not keep, so that the message of the cache limit can name
+    the places that changed."""
     cls = x.__class__
     if cls in PLAIN_TYPES:
         held.append((cls, x))  # 1 and True are one key otherwise
@@ -352,11 +373,31 @@ def _hold(held: List[Any], x: Any) -> None:
     elif isinstance(x, Module):  # a model read from a global or a closure: its flags, settings and tensors
         held.append(state_key(x))
     elif cls is CompiledFunction:  # another compiled function or module called from this one
-        held.append(x)
-        if isinstance(x.fn, Module):
-            held.append(state_key(x.fn))
+        held.append((x, state_key(x.fn) if isinstance(x.fn, Module) else None))
     elif cls in FUNCTION_TYPES:  # a helper or an activation rebound (``act = nt.gelu``): by identity
         held.append(x)
+    else:
+        held.append(None)
+
+
+def _changes(label: str, attribute: bool, was: Any, now: Any) -> List[str]:
+    """How a part of the signature held from outside changed, in words: ``global STEP (3 -> 4)``, a config's
+    items (``CONFIG['lr'] (0.1 -> 0.2)``: guards.plain_items), else the place's name alone."""
+    def plain(part: Any) -> bool:
+        return isinstance(part, tuple) and len(part) == 2 and part[0] in PLAIN_TYPES | {tuple}
+
+    def items(part: Any) -> Optional[dict]:
+        if isinstance(part, tuple) and all(isinstance(p, tuple) and len(p) == 3 for p in part):
+            return {k: v for k, _, v in part}
+        return None
+
+    if plain(was) and plain(now):
+        return [f"{label} ({was[1]!r} -> {now[1]!r})"]
+    before, after = items(was), items(now)
+    if before is None or after is None:
+        return [label]
+    return [f"{label}{f'.{k}' if attribute else f'[{k!r}]'} ({before.get(k, '-')!r} -> {after.get(k, '-')!r})"
+            for k in {**before, **after} if before.get(k, _changes) != after.get(k, _changes)] or [label]
 
 
 def _module_dicts(module: Module):

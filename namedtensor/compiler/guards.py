@@ -63,11 +63,19 @@ class Outside(NamedTuple):
     scopes: Tuple[Tuple[Dict[str, Any], str], ...]
     functions: Tuple[types.FunctionType, ...]
     class_attributes: Tuple[Tuple[type, str], ...] = ()
+    #: what each cell, scope and class attribute is, in that order, for messages (``f's closure variable n``)
+    labels: Tuple[str, ...] = ()
 
     def values(self) -> List[Tuple[Any, Any, Any]]:
         """``(owner, key, value)`` for each place (``key`` None for a cell); a global deleted meanwhile is skipped."""
         return ([(c, None, contents(c)) for c in self.cells] + [(d, n, d[n]) for d, n in self.scopes if n in d]
                 + [(k, n, vars(k)[n]) for k, n in self.class_attributes if n in vars(k)])
+
+    def labelled(self) -> List[Tuple[Any, Any, Any, str]]:
+        """:meth:`values` with each place's label."""
+        places = [(c, None) for c in self.cells] + list(self.scopes) + list(self.class_attributes)
+        return [(owner, key, read(owner, key), label) for (owner, key), label in zip(places, self.labels)
+                if read(owner, key) is not read]
 
 
 def _user_code(obj: Any) -> bool:
@@ -114,6 +122,7 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
     growing list would otherwise make that list part of every signature."""
     cells: Dict[int, Any] = {}
     scopes: Dict[Tuple[int, str], Tuple[Dict[str, Any], str]] = {}
+    labels: Dict[Tuple[int, Any], str] = {}
     functions: Dict[int, types.FunctionType] = {}
     queue: List[types.FunctionType] = []
     seen_modules: set = set()
@@ -159,6 +168,7 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
         owner = next((k for k in cls.__mro__ if _user_code(k) and n in vars(k)), None)
         if owner is not None and is_plain_value(vars(owner)[n]):
             attributes.setdefault((id(owner), n), (owner, n))
+            labels.setdefault((id(owner), n), f"{owner.__qualname__}.{n}")
 
     follow(fn)
     for m in (module, *arguments):
@@ -166,8 +176,9 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
             follow(m)
     while queue:
         f = queue.pop(0)
-        for c in f.__closure__ or ():
+        for c, name in zip(f.__closure__ or (), f.__code__.co_freevars):
             cells.setdefault(id(c), c)
+            labels.setdefault((id(c), None), f"{f.__qualname__}'s closure variable {name}")
             follow(contents(c))
         scope = f.__globals__
         names = _names_read(f.__code__)
@@ -179,6 +190,7 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
             if n not in scope:
                 continue
             scopes.setdefault((id(scope), n), (scope, n))
+            labels.setdefault((id(scope), n), f"global {n}")
             v = scope[n]
             follow(v)
             if isinstance(v, types.ModuleType) and _user_code(v):  # ``helpers.W``: the names read there too
@@ -186,8 +198,12 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
                 for a in names:
                     if a in inner:
                         scopes.setdefault((id(inner), a), (inner, a))
+                        labels.setdefault((id(inner), a), f"{v.__name__}.{a}")
                         follow(inner[a])
-    return Outside(tuple(cells.values()), tuple(scopes.values()), tuple(functions.values()), tuple(attributes.values()))
+    order = [(id(c), None) for c in cells.values()] + [(id(d), n) for d, n in scopes.values()]
+    order += [(id(k), n) for k, n in attributes.values()]
+    return Outside(tuple(cells.values()), tuple(scopes.values()), tuple(functions.values()), tuple(attributes.values()),
+                   tuple(labels[k] for k in order))
 
 
 class Compiled:
@@ -271,31 +287,35 @@ def locate(wanted: Dict[int, Tensor], outside: Outside, modules: List[Module],
     return guards, list(wanted.values())
 
 
-def settings(outside: Outside, modules: List[Module], leaves: List[Any]) -> List[Callable[[List[Any]], tuple]]:
+def settings(outside: Outside, modules: List[Module],
+             leaves: List[Any]) -> List[Tuple[Callable[[List[Any]], tuple], str, bool]]:
     """Readers ``read(leaves)`` of the plain values (``is_plain_value``) kept in containers near what the
     function reads: a dict's or a list's items, the attributes of a namespace or of an object of a user
     class, within :data:`SETTINGS_DEPTH` steps of a place, of an attribute of a module read or of an
     argument that is an object (``CONFIG["scale"]``, ``args.causal``, ``self.cfg["p"]``).  Each reads
     its container again, by the path the trace found it at, as a tuple for the signature: a changed
-    number there is a new signature, traced again, as a changed global number is."""
-    level: List[Tuple[Any, Callable]] = [(v, functools.partial(_place, owner, key)) for owner, key, v in outside.values()]
+    number there is a new signature, traced again, as a changed global number is.  Each comes with its
+    path, for messages (``global CONFIG['model']``), and whether its values are attributes (``args.lr``)."""
+    level: List[Tuple[Any, Callable, str]] = [(v, functools.partial(_place, owner, key), label)
+                                               for owner, key, v, label in outside.labelled()]
     for root in modules:
         for m in root.modules():
-            level += [(v, functools.partial(_step, functools.partial(_fixed, m), ("attr", k)))
+            level += [(v, functools.partial(_step, functools.partial(_fixed, m), ("attr", k)), f"{type(m).__name__}.{k}")
                       for k, v in vars(m).items() if k not in _MODULE_STORES]
-    level += [(x, functools.partial(_argument, i)) for i, x in enumerate(leaves)
+    level += [(x, functools.partial(_argument, i), f"argument {i}") for i, x in enumerate(leaves)
               if not isinstance(x, Tensor) and not is_plain_value(x)]
-    readers: List[Callable] = []
+    readers: List[Tuple[Callable, str, bool]] = []
     seen: set = set()
     for _ in range(SETTINGS_DEPTH):
         deeper = []
-        for obj, find in level:
+        for obj, find, label in level:
             if id(obj) in seen or not _holds_settings(obj):
                 continue
             seen.add(id(obj))
             if plain_items(obj):
-                readers.append(functools.partial(_read_settings, find))
-            deeper += [(child, functools.partial(_step, find, step)) for step, child in _children(obj)]
+                readers.append((functools.partial(_read_settings, find), label, obj.__class__ not in (dict, list)))
+            deeper += [(child, functools.partial(_step, find, step), f"{label}[{step[1]!r}]" if step[0] == "item"
+                        else f"{label}.{step[1]}") for step, child in _children(obj)]
         level = deeper
     return readers
 
