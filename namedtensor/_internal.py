@@ -15,6 +15,8 @@ forward, optimizer steps, DDP hooks) pay nothing for going through it.
 
 from __future__ import annotations
 
+import functools
+import types
 from typing import Any, Callable, Optional, Tuple, Type, TypeVar
 
 from ._dtypes import DType
@@ -66,6 +68,11 @@ def bump_version(t: Tensor) -> None:
 
 #: the classes of plain values (:func:`is_plain_value`), besides tuples of them
 PLAIN_TYPES = frozenset((bool, int, float, complex, str, type(None), DType))
+
+
+#: the classes of functions, which ``nt.compile``'s signature holds by identity where they are settings: a
+#: helper or an activation rebound (``act = nt.gelu``, ``model.forward = f``)
+FUNCTION_TYPES = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial))
 
 
 def is_plain_value(x: Any) -> bool:

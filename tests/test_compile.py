@@ -264,6 +264,16 @@ def test_a_modules_state_key_follows_its_flags_parameters_buffers_and_children()
     assert state_key(model)[3][2][0] is nn.Tanh
 
 
+def test_a_forward_replaced_on_the_instance_traces_again():
+    model = nn.Linear("a", "b", 3, 2)
+    x = rnd(4, 3, names=("n", "a"))
+    compiled, got = compiled_quietly(model, x)
+    assert_close(got, model(x))
+    plain = model.forward
+    model.forward = lambda x: plain(x) * 2
+    assert_close(compiled(x), model(x))
+
+
 class _Casting(nn.Module):
     def __init__(self):
         super().__init__()

@@ -19,7 +19,7 @@ import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .._internal import PLAIN_TYPES, backend_of, is_plain_value
+from .._internal import FUNCTION_TYPES, PLAIN_TYPES, backend_of, is_plain_value
 from ..backends import cpu, heap
 from ..nn import Module
 from ..nn.module import state_key
@@ -28,7 +28,7 @@ from ..ops.normalization import layer_norm, rms_norm
 from ..tensor import Tensor
 from . import cuda_codegen, formulas, numba_codegen
 from .capture import Untraceable, capture, describe_key, flatten, signature, unflatten
-from .guards import DEPTH, FUNCTION_TYPES, Compiled, compiled_target, contents, locate, put, reach, read, settings
+from .guards import DEPTH, Compiled, compiled_target, contents, locate, put, reach, read, settings
 from .ir import Graph, Node, Value
 from .passes import fuse_elementwise, fuse_residual_norms, optimize, split_biases
 from .program import Program, build

@@ -27,7 +27,7 @@ import sys
 import types
 from typing import Any, Callable, Dict, List, NamedTuple, Tuple
 
-from .._internal import PLAIN_TYPES, is_plain_value
+from .._internal import FUNCTION_TYPES, PLAIN_TYPES, is_plain_value
 from ..nn import Module
 from ..nn.module import state_key
 from ..tensor import Tensor
@@ -44,9 +44,6 @@ MOST_OBJECTS = 10_000
 LOOK_AT = 64
 #: how many steps from a place ``settings`` looks for containers of plain values
 SETTINGS_DEPTH = 3
-#: what the signature holds by identity where a place or a container of settings holds it: a helper or an
-#: activation rebound (``act = nt.gelu``, ``ACTS["act"] = other``)
-FUNCTION_TYPES = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial))
 #: a module's stores of parameters, buffers and sub-modules, which its ``state_key`` holds
 _MODULE_STORES = ("_parameters", "_buffers", "_modules")
 

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple, Union
 
 from .. import _dtypes, _names, backends
-from .._internal import PLAIN_TYPES, backend_of, is_plain_value, parse_to_arg, replace_array, wrap
+from .._internal import FUNCTION_TYPES, PLAIN_TYPES, backend_of, is_plain_value, parse_to_arg, replace_array, wrap
 from ..autograd.engine import zero_grads
 from ..autograd.graph import no_grad
 from ..tensor import Tensor
@@ -424,8 +424,9 @@ class Module:
 
 def state_key(root: Module) -> Tuple[Tuple[bool, ...], Tuple[int, ...], Tuple[int, ...], Tuple[tuple, ...]]:
     """The training flag of ``root`` and of every sub-module, the ids of its parameters and buffers
-    (each once), and each module's class and settings (its attributes that are numbers, strings, None or
-    tuples of them: ``eps``, ``p``, dim names; ``Tanh`` put where ``Sigmoid`` was has none), in one walk, depth first: what ``nt.compile`` checks at every call
+    (each once), and each module's class and settings (its attributes that are numbers, strings, None,
+    dtypes or tuples of them: ``eps``, ``p``, dim names; ``Tanh`` put where ``Sigmoid`` was has none; and
+    functions, by identity: ``model.forward = f``), in one walk, depth first: what ``nt.compile`` checks at every call
     of a compiled module, whose graph specialised them.  (``modules()``, ``parameters()`` and
     ``buffers()`` would walk the tree three times, building dotted names: 280 µs a call for 158
     modules.)"""
@@ -444,6 +445,7 @@ def state_key(root: Module) -> Tuple[Tuple[bool, ...], Tuple[int, ...], Tuple[in
         # the class test inline (most attributes are the module's dicts, or numbers): a call per attribute
         # doubled the walk's time
         settings.append((m.__class__, tuple([(k, v) for k, v in m.__dict__.items() if v.__class__ in PLAIN_TYPES
+                                             or v.__class__ in FUNCTION_TYPES
                                              or (v.__class__ is tuple and is_plain_value(v))])))
         for store, ids in ((m._parameters, params), (m._buffers, buffers)):
             for t in store.values():
