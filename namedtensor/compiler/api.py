@@ -135,6 +135,7 @@ class CompiledFunction(Compiled):
         #: readers of the plain values in containers near those places, with their paths (guards.settings),
         #: found at each trace
         self._settings: List[Tuple[Callable[[List[Any]], tuple], str, bool]] = []
+        self._module_alone = self._reads_only_the_module()
         self._warned_unlocated = False
         functools.update_wrapper(self, fn if not isinstance(fn, Module) else fn.forward)
 
@@ -147,8 +148,7 @@ class CompiledFunction(Compiled):
         (``CONFIG["scale"]``, ``args.causal``: guards.settings)."""
         module = self._module
         places = self._places
-        if module is self.fn and not places.cells and not places.scopes and not places.class_attributes \
-                and not self._settings:
+        if self._module_alone:
             return state_key(module)
         held: List[Any] = [] if module is None else [state_key(module)]
         # every call pays this loop (a compiled call of a small chain costs a few microseconds): the
@@ -163,10 +163,15 @@ class CompiledFunction(Compiled):
             held.append(read_settings(leaves))
         return tuple(held)
 
+    def _reads_only_the_module(self) -> bool:
+        """Whether the signature's outside part is the compiled module's ``state_key`` alone (no place, no
+        settings): :meth:`_extra` then is that key itself."""
+        return self._module is self.fn and not self._places.labels and not self._settings
+
     def _extra_labels(self) -> List[Tuple[str, bool]]:
         """What each part of :meth:`_extra` is, and whether its items are attributes, for the message of the
         cache limit."""
-        if self._module is self.fn and len(self._places.labels) + len(self._settings) == 0:
+        if self._module_alone:
             return [("the module's training flags", False), ("its parameters", False), ("its buffers", False),
                     ("its classes and settings", False)]
         module = [] if self._module is None else [("the module's training flags, tensors, classes and settings", False)]
@@ -208,6 +213,7 @@ class CompiledFunction(Compiled):
         # found again at each trace (a helper rebound to one that reads other globals), the key with them
         self._places = reach(self.fn, self._module, leaves)
         self._settings = settings(self._places, self._modules_read(leaves), leaves)
+        self._module_alone = self._reads_only_the_module()
         key = signature(leaves, tree, self._extra(leaves))
         if key not in self.cache and len(self.cache) >= self.cache_limit:
             if not self._warned_limit:

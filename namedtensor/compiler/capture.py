@@ -481,11 +481,7 @@ def capture(fn: Callable, leaves: List[Any], tree: Any, constants_on: Optional[s
         raise Untraceable("in-place write", "into a tensor made inside the function that something outside it "
                                             "still holds after the call (a global, an attribute), which graphs "
                                             "do not trace yet")
-    _classify_externals(graph)
-    # counted as in _classify_externals: a tensor object that nothing else holds (an op's wrapped scalar,
-    # ``w.data``) is in no place outside
-    graph.made = {id(v.source) for v in graph.values if v.kind == "external" and (
-        sys.getrefcount(v.source) <= 2 or recorder.made_by_factory(v.source))}
+    _classify_externals(graph, recorder)
     _make_constants(graph, leaves, constants_on)
     return graph
 
@@ -598,11 +594,18 @@ def _last_op(graph: Graph) -> str:
     return f"after {graph.nodes[-1].op.name}" if graph.nodes else "before the first op"
 
 
-def _classify_externals(graph: Graph) -> None:
+def _classify_externals(graph: Graph, recorder: _Recorder) -> None:
     """An external held by nothing but the graph, whose array nothing else holds either, was made during
     the trace: it is a constant.  A tensor made in the trace over an outside tensor's array (``w.data``,
-    ``w.detach()``) stays an external: the optimizer's in-place updates of ``w`` must be seen."""
+    ``w.detach()``) stays an external: the optimizer's in-place updates of ``w`` must be seen.  An external
+    that nothing but the graph holds (an op's wrapped scalar, ``w.data``), or that a factory made in the
+    trace, is in no place outside: ``graph.made``, which no guard looks for."""
     for v in graph.values:
+        if v.kind != "external":
+            continue
         # counted: the reference held (v.source, the tensor's _data) and getrefcount's argument
-        if v.kind == "external" and sys.getrefcount(v.source) <= 2 and sys.getrefcount(raw(v.source)) <= 2:
+        alone = sys.getrefcount(v.source) <= 2
+        if alone and sys.getrefcount(raw(v.source)) <= 2:
             v.kind = "constant"
+        elif alone or recorder.made_by_factory(v.source):
+            graph.made.add(id(v.source))

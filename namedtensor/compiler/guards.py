@@ -68,11 +68,13 @@ class Outside(NamedTuple):
         return ([(c, None, contents(c)) for c in self.cells] + [(d, n, d[n]) for d, n in self.scopes if n in d]
                 + [(k, n, vars(k)[n]) for k, n in self.class_attributes if n in vars(k)])
 
-    def labelled(self) -> List[Tuple[Any, Any, Any, str]]:
-        """:meth:`values` with each place's label."""
+    def roots(self) -> List[Tuple[Any, Callable, str]]:
+        """``(value, find, label)`` for each place, where ``find(leaves)`` reads it again: the first roots of
+        :func:`locate`'s and :func:`settings`' walks."""
         places = [(c, None) for c in self.cells] + list(self.scopes) + list(self.class_attributes)
-        return [(owner, key, read(owner, key), label) for (owner, key), label in zip(places, self.labels)
-                if read(owner, key) is not read]
+        found = [(read(owner, key), functools.partial(_place, owner, key), label)
+                 for (owner, key), label in zip(places, self.labels)]
+        return [root for root in found if root[0] is not read]
 
 
 def _user_code(obj: Any) -> bool:
@@ -247,14 +249,12 @@ def locate(wanted: Dict[int, Tensor], outside: Outside, modules: List[Module],
     """Guards ``holds(leaves)`` for the tensors ``wanted`` (by id), looked for breadth first from the places
     of ``outside``, the defaults of its functions, the attributes of ``modules`` (whose parameters and
     buffers the signature holds) and the arguments that are objects; and the tensors not found."""
-    level: List[Tuple[Any, Callable]] = [(v, functools.partial(_place, owner, key)) for owner, key, v in outside.values()]
+    level: List[Tuple[Any, Callable]] = [(v, find) for v, find, _ in outside.roots() + _argument_roots(leaves)]
     for f in outside.functions:
         for attr in ("__defaults__", "__kwdefaults__"):
             if getattr(f, attr):
                 level.append((getattr(f, attr), functools.partial(_attribute, f, attr)))
     level += [(m, functools.partial(_fixed, m)) for m in modules]
-    level += [(x, functools.partial(_argument, i)) for i, x in enumerate(leaves)
-              if not isinstance(x, Tensor) and not is_plain_value(x)]
     guards: List[Callable] = []
     seen = set()
     budget = MOST_OBJECTS
@@ -293,14 +293,11 @@ def settings(outside: Outside, modules: List[Module],
     its container again, by the path the trace found it at, as a tuple for the signature: a changed
     number there is a new signature, traced again, as a changed global number is.  Each comes with its
     path, for messages (``global CONFIG['model']``), and whether its values are attributes (``args.lr``)."""
-    level: List[Tuple[Any, Callable, str]] = [(v, functools.partial(_place, owner, key), label)
-                                               for owner, key, v, label in outside.labelled()]
+    level = outside.roots() + _argument_roots(leaves)
     for root in modules:
         for m in root.modules():
             level += [(v, functools.partial(_step, functools.partial(_fixed, m), ("attr", k)), f"{type(m).__name__}.{k}")
                       for k, v in vars(m).items() if k not in _MODULE_STORES]
-    level += [(x, functools.partial(_argument, i), f"argument {i}") for i, x in enumerate(leaves)
-              if not isinstance(x, Tensor) and not is_plain_value(x)]
     readers: List[Tuple[Callable, str, bool]] = []
     seen: set = set()
     for _ in range(SETTINGS_DEPTH):
@@ -362,6 +359,13 @@ def _children(obj: Any) -> List[Tuple[Tuple[str, Any], Any]]:
     if not isinstance(attrs, dict) or callable(obj) or isinstance(obj, types.ModuleType):
         return []
     return [(("attr", k), v) for k, v in itertools.islice(attrs.items(), LOOK_AT)]
+
+
+def _argument_roots(leaves: List[Any]) -> List[Tuple[Any, Callable, str]]:
+    """``(argument, find, label)`` for the arguments that are objects (no tensor, no plain value): roots of
+    :func:`locate`'s and :func:`settings`' walks, read again from each call's ``leaves``."""
+    return [(x, functools.partial(_argument, i), f"argument {i}") for i, x in enumerate(leaves)
+            if not isinstance(x, Tensor) and not is_plain_value(x)]
 
 
 def _place(owner: Any, key: Any, leaves: List[Any]) -> Any:
