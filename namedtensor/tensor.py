@@ -353,7 +353,8 @@ class Tensor(TensorMethods):
         """The same data and names, out of the graph (a view: in-place edits show in both)."""
         t = Tensor._make(self._data, self._names, self._B)
         t._vc = mode.version_counter(self)
-        mode.detached(self, t)
+        if mode.state.current[1] is not None:  # a tracer: nt.compile's is told (the call only then)
+            mode.detached(self, t)
         return t
 
     @property
@@ -362,7 +363,8 @@ class Tensor(TensorMethods):
         version counter of its own, so in-place edits through it are hidden from autograd (a graph that
         saved this tensor still uses it, and sees the new values)."""
         t = Tensor._make(self._data, self._names, self._B)
-        mode.detached(self, t)
+        if mode.state.current[1] is not None:
+            mode.detached(self, t)
         return t
 
     @data.setter

@@ -80,12 +80,11 @@ def outside_ops(what: str, why: str, tensor=None, replay: Optional[Callable[[], 
 
 def detached(source, out) -> None:
     """Tell this thread's tracer (nt.compile's, with a ``detach_hook``) that ``out`` was made over
-    ``source``'s array outside the ops (``detach()``, ``.data``): an edit of either shows in the other."""
-    tracer = state.current[1]
-    if tracer is not None:
-        hook = getattr(tracer, "detach_hook", None)
-        if hook is not None:
-            hook(source, out)
+    ``source``'s array outside the ops (``detach()``, ``.data``): an edit of either shows in the other.
+    Callers test for a tracer first (``state.current[1]``), so that an eager detach pays no call."""
+    hook = getattr(state.current[1], "detach_hook", None)
+    if hook is not None:
+        hook(source, out)
 
 
 def swap_tracer(tracer: Optional[Callable]) -> Optional[Callable]:
