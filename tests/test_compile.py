@@ -12,6 +12,7 @@ import math
 import tracemalloc
 import types
 import re
+import threading
 import warnings
 import weakref
 from typing import NamedTuple
@@ -1955,6 +1956,32 @@ def test_generated_kernels_are_cached_on_disk(tmp_path, monkeypatch):
     cf(rnd(4, names=("a",)))
     assert len(list((tmp_path / "kernels").glob("nt_kernel_*.py"))) == 2  # the chain's forward and backward
 
+
+def test_threads_compiling_one_new_kernel_at_once_each_get_it(tmp_path, monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setenv("NAMEDTENSOR_CACHE_DIR", str(tmp_path))
+    fn = lambda x: (x * 3.0517).relu() - 1  # a constant no other test's kernel has: its source is new here
+    x = rnd(4, 5, names=("a", "b"))
+    start, results = threading.Barrier(4), {}
+
+    def compile_and_call(i: int) -> None:
+        cf = nt.compile(fn)
+        start.wait()
+        try:
+            results[i] = cf(x)
+        except Exception as e:  # kept for the assertion below, which names it
+            results[i] = e
+
+    threads = [threading.Thread(target=compile_and_call, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got in results.values():
+        assert isinstance(got, nt.Tensor), got
+        assert_close(got, fn(x))
+    files = [p.name for p in (tmp_path / "kernels").iterdir() if p.is_file()]
+    assert len(files) == 2 and all(f.endswith(".py") for f in files), files  # the two kernels, no temporaries
 
 def test_cuda_source_of_a_chain_forward_and_backward():
     x, w = rnd(6, 7, names=("b", "d")), rnd(7, names=("d",), seed=1)

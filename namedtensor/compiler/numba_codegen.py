@@ -39,11 +39,13 @@ import math
 import os
 import re
 import sys
+import threading
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import _dtypes
+from .._atomic_file import write_atomically
 from ..backends import get_num_threads
 from ..backends.thread_pool import split, split_by_part
 from ..ops.fusion import Chain
@@ -464,22 +466,30 @@ def tasks(shape) -> int:
     return math.prod(shape[:-1]) * -(-shape[-1] // _CHUNK)
 
 
+#: one thread at a time writes and imports a kernel's module: threads compiling the same function (or
+#: two functions with a chain in common) would otherwise write one file side by side and import it twice
+_loading = threading.Lock()
+
+
 def _load(source: str):
     digest = hashlib.sha1(source.encode()).hexdigest()[:20]
     name = f"nt_kernel_{digest}"
     module = sys.modules.get(name)
     if module is not None:
         return module
-    path = cache_dir() / f"{name}.py"
-    if not path.exists() or path.read_text() != source:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules[name] = module
-    return module
+    with _loading:
+        module = sys.modules.get(name)
+        if module is not None:
+            return module
+        path = cache_dir() / f"{name}.py"
+        if not path.exists() or path.read_text() != source:
+            # a temporary of its own, so that other processes writing this kernel too never collide
+            write_atomically(str(path), source.encode())
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+        return module
 
 
 def _operands(B, arrays, full) -> list:
