@@ -5,10 +5,12 @@ op's kernels (Numba; NumPy op by op without it; the CUDA C source) and gradients
 The equality of compiled and eager results op family by op family is tests/test_compile_ops.py.
 """
 
+import copy
 import dataclasses
 import functools
 import gc
 import math
+import pickle
 import tracemalloc
 import types
 import re
@@ -25,7 +27,7 @@ from hypothesis import strategies as st
 import namedtensor as nt
 from namedtensor import nn
 from namedtensor.backends import numpy_kernels, thread_pool
-from namedtensor.compiler import cuda_codegen, numba_codegen
+from namedtensor.compiler import CompiledFunction, cuda_codegen, numba_codegen
 from namedtensor.nn import functional as F
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
 from helpers import clipped_batchnorm_step, rnd
@@ -55,7 +57,7 @@ def cuda_chains(fn, *args):
 
 
 def program(cf):
-    (prog,) = [p for p in cf.cache.values() if p is not None]
+    (prog,) = [p for p in cf._cache.values() if p is not None]
     return prog
 
 
@@ -173,10 +175,10 @@ def test_a_compiled_module_trains_as_the_eager_one():
         opt.zero_grad()
         got.backward()
         opt.step()
-    assert len(compiled.cache) == 1
+    assert len(compiled._cache) == 1
     model.eval()
     compiled(x)
-    assert len(compiled.cache) == 2  # the training flags are part of the signature
+    assert len(compiled._cache) == 2  # the training flags are part of the signature
 
 
 # ----------------------------------------------------------------------------- signatures and guards
@@ -186,12 +188,13 @@ def test_a_new_signature_is_traced_again_and_the_cache_limit_warns_with_what_cha
     cf = nt.compile(lambda x: x * 2 + 1, cache_limit=2)
     cf(rnd(3, names=("a",)))
     cf(rnd(3, names=("a",), seed=1))  # same signature: no new trace
-    assert len(cf.cache) == 1
+    assert len(cf.signatures()) == 1
     cf(rnd(4, names=("a",)))
-    assert len(cf.cache) == 2
+    assert [s.rsplit("; ", 1)[-1] for s in cf.signatures()] == ["argument 0: (a=3) float32 on cpu",
+                                                                 "argument 0: (a=4) float32 on cpu"]
     with pytest.warns(UserWarning, match=r"traced for 2 signatures \(cache_limit=2\).*argument 0: \(b=5\)"):
         out = cf(rnd(5, names=("b",)))
-    assert out.names == ("b",) and len(cf.cache) == 2
+    assert out.names == ("b",) and len(cf._cache) == 2
     assert_close(out, rnd(5, names=("b",)) * 2 + 1)
 
 
@@ -237,7 +240,7 @@ def test_the_signature_covers_names_dtype_requires_grad_and_grad_mode(change):
     else:
         with nt.no_grad():
             cf(x)
-    assert len(cf.cache) == 2
+    assert len(cf._cache) == 2
 
 
 def test_a_modules_state_key_follows_its_flags_parameters_buffers_and_children():
@@ -375,7 +378,7 @@ def test_a_changed_setting_is_traced_again():
     assert_close(cn(x), norm(x))
     norm.eps = 10.0
     assert_close(cn(x), norm(x))
-    assert len(cn.cache) == 2
+    assert len(cn._cache) == 2
 
     cm = nt.compile(norm.forward)  # a bound method reads its module's state too
     assert_close(cm(x), norm(x))
@@ -383,7 +386,7 @@ def test_a_changed_setting_is_traced_again():
     assert_close(cm(x), norm(x))
     norm.bias = nn.Parameter(nt.ones(4, names=("d",)))
     assert_close(cm(x), norm(x))
-    assert len(cm.cache) == 3
+    assert len(cm._cache) == 3
 
     global SCALE
     cg = nt.compile(lambda x: x * SCALE)
@@ -395,7 +398,7 @@ def test_a_changed_setting_is_traced_again():
     assert_close(cc(x), x * 3)
     factor = True  # equal to 1, but another setting: x * True keeps x
     assert_close(cc(x), x)
-    assert len(cg.cache) == 2 and len(cc.cache) == 2
+    assert len(cg._cache) == 2 and len(cc._cache) == 2
 
 
 def test_a_function_that_rebinds_what_it_reads_runs_eagerly_from_then_on():
@@ -414,7 +417,7 @@ def test_a_function_that_rebinds_what_it_reads_runs_eagerly_from_then_on():
     assert len(record) == 1  # more calls than cache_limit, and no second warning about it
     assert SCALE == start + 10  # the eager calls' increments only: the dry run's was put back
     assert_close(results[-1], x * SCALE)
-    assert list(cf.cache.values()) == [None]  # no trace after the first, nor a signature kept for nothing
+    assert list(cf._cache.values()) == [None]  # no trace after the first, nor a signature kept for nothing
     with pytest.raises(RuntimeError, match=r"fullgraph=True\): a value read from outside"):
         nt.compile(counted, fullgraph=True)(x)
     assert SCALE == start + 10
@@ -514,7 +517,7 @@ def test_conversion_mode_is_part_of_the_signature():
 def capture_key_parts(cf) -> list:
     from namedtensor.compiler.capture import describe_key
 
-    return [p for key in cf.cache for p in describe_key(key)]
+    return [p for key in cf._cache for p in describe_key(key)]
 
 
 def test_an_external_that_changes_shape_is_traced_again():
@@ -525,7 +528,7 @@ def test_an_external_that_changes_shape_is_traced_again():
     model.weight = nn.Parameter(rnd(5, 4, names=("out", "feat")))
     model.bias = nn.Parameter(rnd(5, names=("out",)))
     assert_close(cf(x), model(x))
-    assert len(cf.cache) == 2
+    assert len(cf._cache) == 2
 
 
 def test_python_arguments_are_specialised_and_unhashable_ones_run_eagerly():
@@ -537,14 +540,14 @@ def test_python_arguments_are_specialised_and_unhashable_ones_run_eagerly():
         assert_close(cf(x, 3.0), x * 3.0)
         assert_close(cf(x, np.float32(4.0)), x * 4.0)
         assert_close(nt.compile(lambda x, ks: x * ks[0])(x, [5.0]), x * 5.0)  # lists of numbers are trees
-    assert len(cf.cache) == 3 and None not in cf.cache.values()
+    assert len(cf._cache) == 3 and None not in cf._cache.values()
     k = np.array([1.0, 2.0, 3.0], np.float32)  # an array is no part of a signature
     with pytest.warns(UserWarning, match=r"runs eagerly: an argument is neither a tensor nor hashable"):
         assert_close(cf(x, k), x * k)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once
         assert_close(cf(x, k * 2), x * (k * 2))
-    assert len(cf.cache) == 3
+    assert len(cf._cache) == 3
     with pytest.raises(RuntimeError, match=r"fullgraph=True\): an argument is neither"):
         nt.compile(lambda x, k: x * k, fullgraph=True)(x, k)
 
@@ -597,7 +600,7 @@ def test_what_cannot_be_traced_runs_eagerly_with_a_warning_naming_it(case):
     want = fn(x.detach().requires_grad_(case == "nt.grad"))
     if want is not None:
         assert_close(got, want)
-    assert list(cf.cache.values()) == [None]
+    assert list(cf._cache.values()) == [None]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per signature
         cf(x)
@@ -797,7 +800,7 @@ def test_a_tensor_read_from_a_container_is_read_again_after_it_is_replaced(place
         warnings.simplefilter("error")
         got = cf(x)
     assert_close(got, x * _read_from(place), rtol=0, atol=0)
-    assert len(cf.cache) == 1  # the same signature, traced again
+    assert len(cf._cache) == 1  # the same signature, traced again
 
 
 _DEEP = types.SimpleNamespace(a={"b": [types.SimpleNamespace(w=None)]})
@@ -885,7 +888,7 @@ def test_tensors_and_numbers_read_through_helpers_modules_and_deep_containers_ar
 
     _same_after(nt.compile(by_default), by_default, x,
                 lambda: by_default.__defaults__[0].update(w=rnd(3, names=("a",), seed=11, dtype="float64")))
-    assert len(cf.cache) == 3 and None not in cf.cache.values()  # a signature per change, each compiled
+    assert len(cf._cache) == 3 and None not in cf._cache.values()  # a signature per change, each compiled
 
 
 _ACTS = {"act": None}
@@ -970,7 +973,7 @@ def test_numbers_in_configs_are_part_of_the_signature():
             for v in (2.0, 3.0, 2.0, 3.0):
                 put(v)
                 assert_close(cf(x, *extra), x * v, rtol=0, atol=0)
-        assert len(cf.cache) == 2 and None not in cf.cache.values()  # 2.0 and 3.0, each traced once
+        assert len(cf._cache) == 2 and None not in cf._cache.values()  # 2.0 and 3.0, each traced once
 
 
 _LOSSES = []
@@ -1013,11 +1016,11 @@ def test_a_method_compiled_with_the_decorator_is_bound_and_guards_its_module():
         _HELPER_SCALE = 5.0  # read by a method the compiled one calls
         assert_close(m(x), eager(), rtol=0, atol=0)
         compiled = _CompiledMethod.__dict__["forward"]
-        traced = len(compiled.cache)
+        traced = len(compiled._cache)
         for step in range(3):
             m.log(float(step))
             assert_close(m(x), eager(), rtol=0, atol=0)
-        assert len(compiled.cache) == traced
+        assert len(compiled._cache) == traced
         m.lin.weight = nn.Parameter(rnd(3, 3, names=("y", "x"), seed=1, dtype="float64"))
         assert_close(m(x), eager(), rtol=0, atol=0)
         m.lin = nn.Linear("x", "y", 3, 3, dtype=nt.float64)
@@ -1106,6 +1109,97 @@ def test_a_module_in_a_container_is_guarded_by_its_state():
     models["net"] = nn.Sequential(nn.Linear("x", "y", 3, 3), nn.Dropout(0.5)).eval()  # another model there
     assert_close(cf(x), fn(x))
 
+
+class _WithCompiledParts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nt.compile(nn.Linear("x", "h", 3, 4))
+        self.norm = nt.compile(nn.LayerNorm("h", 4))
+        self.stack = nn.Sequential(nt.compile(nn.Linear("h", "y", 4, 2)), nn.Dropout(0.5))
+
+    def forward(self, x):
+        return self.stack(self.norm(self.fc(x)).relu())
+
+
+def test_a_compiled_module_registers_as_the_module_it_compiled():
+    model = _WithCompiledParts()
+    keys = ["fc.weight", "fc.bias", "norm.weight", "norm.bias", "stack.0.weight", "stack.0.bias"]
+    assert list(model.state_dict()) == keys  # no key of the compiled object's own
+    assert [n for n, _ in model.named_parameters()] == keys
+    assert [n for n, _ in model.named_modules()] == ["", "fc", "norm", "stack", "stack.0", "stack.1"]
+    assert repr(model).splitlines()[1] == "  (fc): nt.compile(Linear({'x': 3} -> {'h': 4}, bias=True))"
+    model.eval()
+    assert not any(m.training for m in model.modules()) and not model.fc.training
+    x = rnd(5, 3, names=("b", "x"))
+    want = _WithCompiledParts.forward(model, x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_close(model(x), want)
+    assert all(len(c._cache) == 1 for c in (model.fc, model.norm, model.stack[0]))  # called compiled
+    # an optimizer over the parent's parameters trains the compiled parts
+    before = model.fc.weight.detach().numpy().copy()
+    opt = nt.optim.SGD(model.parameters(), lr=0.1)
+    model(x).sum().backward()
+    opt.step()
+    assert not np.allclose(model.fc.weight.detach().numpy(), before)
+    # a state dict round trip, and a copy with parameters of its own that is compiled too
+    other = _WithCompiledParts()
+    other.load_state_dict(model.state_dict())
+    copied = copy.deepcopy(model)
+    assert isinstance(copied.fc, CompiledFunction) and copied.fc.weight is not model.fc.weight
+    for m in (other, copied):
+        assert_close(m.eval()(x), model(x))
+    # containers take compiled modules wherever they take modules, and a compiled function is refused
+    listed = nn.ModuleList([nt.compile(nn.Linear("x", "h", 3, 4))])
+    listed.insert(0, nt.compile(nn.Tanh()))
+    assert len(list(listed.parameters())) == 2 and isinstance(listed[0], CompiledFunction)
+    with pytest.raises(TypeError, match="cannot register a CompiledFunction as sub-module 'f': a Module is expected"):
+        model.add_module("f", nt.compile(lambda x: x))
+
+
+def test_a_compiled_modules_attributes_and_methods_are_the_modules():
+    norm = nn.LayerNorm("h", 4)
+    compiled = nt.compile(norm)
+    x = rnd(3, 4, names=("b", "h"))
+    assert_close(compiled(x), norm(x))
+    compiled.eps = 0.5  # set on the module, whose state_key the next call reads
+    assert norm.eps == 0.5 and compiled.eps == 0.5
+    assert_close(compiled(x), F.layer_norm(x, "h", norm.weight, norm.bias, eps=0.5))
+    compiled.extra = nn.Linear("h", "h2", 4, 2)
+    assert "extra.weight" in norm.state_dict()
+    del compiled.extra
+    assert not hasattr(norm, "extra")
+    # the methods that return the module return the compiled one, as in PyTorch: it stays compiled
+    for method in (compiled.train, compiled.eval, compiled.float, lambda: compiled.to(nt.float64), compiled.cpu):
+        assert method() is compiled
+    assert not norm.training and norm.weight.dtype == nt.float64
+    assert repr(compiled) == "nt.compile(LayerNorm({'h': 4}, eps=0.5, elementwise_affine=True))"
+    # a compiled whole whose compiled part's setting changes traces again (its state_key reads the part's)
+    model = _WithCompiledParts().eval()
+    whole = nt.compile(model)
+    x = rnd(5, 3, names=("b", "x"))
+    whole(x)
+    model.norm.eps = 3.0
+    assert_close(whole(x), _WithCompiledParts.forward(model, x))
+
+
+def _doubled_sum(x):
+    return (x * 2).sum()
+
+
+def test_a_compiled_function_or_module_copies_and_pickles_as_what_it_compiled():
+    x = rnd(3, 4, names=("b", "h"))
+    cf = nt.compile(_doubled_sum, cache_limit=3)
+    cf(x)
+    for twin in (copy.deepcopy(cf), pickle.loads(pickle.dumps(cf))):
+        assert isinstance(twin, CompiledFunction) and twin._fn is _doubled_sum and twin._cache_limit == 3
+        assert not twin._cache  # traced afresh
+        assert_close(twin(x), cf(x))
+    model = nt.compile(nn.Linear("h", "o", 4, 2))
+    model(x)
+    for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert twin.weight is not model.weight
+        assert_close(twin(x), model(x))
 
 @pytest.mark.parametrize("take", ["detach", "data"])
 @pytest.mark.parametrize("edit", ["the source", "the new tensor"])
@@ -1412,7 +1506,7 @@ def test_a_training_step_with_batchnorm_and_weight_clipping_compiles_whole():
             losses = [run(rnd(8, 4, names=("b", "x"), seed=k)).item() for k in range(4)]
         res.append((losses, {k: v.detach().numpy() for k, v in model.state_dict().items()}))
         if compiled:
-            (program,) = run.cache.values()
+            (program,) = run._cache.values()
             steps = [n.params["what"] for n in program.graph.nodes if n.effect()]
             assert steps == ["write", "write", "write", "write", "zero_grad", "backward", "SGD.step"], steps
     np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-6)
@@ -1512,7 +1606,7 @@ def test_a_whole_training_step_compiles_with_its_backward_and_updates_in_order(b
                      _two_forwards: ["zero_grad", "backward", "AdamW.step"],
                      _given_gradient: ["backward", "AdamW.step", "zero_grad"],
                      _clipped_step: ["zero_grad", "backward", "clip_grad_norm_", "clip_grad_value_", "AdamW.step"]}[body]
-    assert len(step.cache) == 1
+    assert len(step._cache) == 1
 
 
 def test_a_compiled_step_drops_each_value_after_its_last_reader_as_eager_code_does():
@@ -1745,7 +1839,7 @@ def test_named_tuples_and_dataclasses_go_in_and_come_out_whole():
     assert_close(got.parts.second[0], x * 2)
     y = rnd(3, names=("a",), seed=1)
     again = cf(_Pair(y, y), _Result(y, y, "in"))  # the same signature: replayed on the new tensors
-    assert len(cf.cache) == 1
+    assert len(cf._cache) == 1
     assert_close(again.loss, (y * y).sum())
 
 
@@ -1819,7 +1913,7 @@ def test_compile_argument_errors():
         nt.compile(3)
     with pytest.raises(ValueError, match="cache_limit must be an int >= 1"):
         nt.compile(lambda x: x, cache_limit=0)
-    assert nt.compile(cache_limit=2)(lambda x: x + 1).cache_limit == 2
+    assert nt.compile(cache_limit=2)(lambda x: x + 1)._cache_limit == 2
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -2038,7 +2132,7 @@ def test_a_loss_counts_the_targets_of_each_call(weighted):
         want = fn(z, target)
         assert_close(got, want, rtol=1e-12, atol=1e-12)
         assert_close(nt.grad(got, z)[0], nt.grad(want, z)[0], rtol=1e-12, atol=1e-12)
-    assert len(cf.cache) == 1
+    assert len(cf._cache) == 1
     assert ("computed(" in cf.explain()) == weighted
 
 
@@ -2190,7 +2284,7 @@ def test_chains_over_empty_dims_give_the_eager_values_and_gradients(shape):
             cf = nt.compile(fn)
             got = cf(x)
             (g,), (e,) = nt.grad(got.sum(), [x]), nt.grad(want.sum(), [x])
-        assert len([p for p in cf.cache.values() if p is not None]) == 1
+        assert len([p for p in cf._cache.values() if p is not None]) == 1
         assert got.names == want.names and got.shape == want.shape
         np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
         assert g.shape == e.shape == x.shape

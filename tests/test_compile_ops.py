@@ -410,7 +410,7 @@ def _compiled_calls(fn, inputs, n=2):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         results = [compiled(*inputs) for _ in range(n)]
-    assert compiled.cache and None not in compiled.cache.values(), compiled.explain()
+    assert compiled._cache and None not in compiled._cache.values(), compiled.explain()
     return compiled, results
 
 
@@ -421,7 +421,7 @@ def test_compiled_equals_eager(name):
     with np.errstate(all="ignore"):  # NumPy's overflow notes (special_values) are not nt.compile's warnings
         eager = fn(*inputs)
         compiled, results = _compiled_calls(fn, inputs)
-    assert len(compiled.cache) == 1  # the second call replayed the first call's program
+    assert len(compiled._cache) == 1  # the second call replayed the first call's program
     for call, got in enumerate(results):
         _same(got, eager, TOLERANCES.get(name, TIGHT), f"{name}, call {call + 1}")
 
@@ -432,7 +432,7 @@ def test_the_passes_ran():
                        ("constants_and_cse", "subexpressions merged")):
         fn, make_inputs = CASES[name]
         compiled, _ = _compiled_calls(fn, make_inputs("float32"), n=1)
-        assert next(iter(compiled.cache.values())).report[done] >= 1, (name, compiled.explain())
+        assert next(iter(compiled._cache.values())).report[done] >= 1, (name, compiled.explain())
         if done == "fused groups":
             assert "fused[mul+add+mul+sub+maximum+sqrt+abs+add+div" in compiled.explain()
 
@@ -508,7 +508,7 @@ def test_compiled_gradcheck(name):
         warnings.simplefilter("error")
         assert gradcheck(compiled, *inputs)
     # the probes (no grad, one input a plain tensor) are signatures of their own: each compiled too
-    assert len(compiled.cache) >= 2 and None not in compiled.cache.values(), compiled.explain()
+    assert len(compiled._cache) >= 2 and None not in compiled._cache.values(), compiled.explain()
 
 
 # ----------------------------------------------------------------------------- state the graph reads
@@ -583,7 +583,7 @@ def test_untraceable_runs_eagerly_with_a_warning(name):
         got = compiled(*make_inputs())
     messages = [str(w.message) for w in caught if str(w.message).startswith("nt.compile:")]
     assert any(all(f in m for f in fragments) for m in messages), messages
-    assert list(compiled.cache.values()) == [None] and "runs eagerly" in compiled.explain()
+    assert list(compiled._cache.values()) == [None] and "runs eagerly" in compiled.explain()
     _same(got, eager, TIGHT, name)
     # the signature is remembered as eager: the second call neither traces nor warns again (fresh inputs:
     # the backward case accumulates into its input's .grad)
@@ -591,7 +591,7 @@ def test_untraceable_runs_eagerly_with_a_warning(name):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _same(compiled(*make_inputs()), eager, TIGHT, f"{name}, call 2")
-    assert len(compiled.cache) == 1
+    assert len(compiled._cache) == 1
 
 
 def test_an_inplace_write_to_an_external_is_written_back_at_every_call():
@@ -611,7 +611,7 @@ def test_an_inplace_write_to_an_external_is_written_back_at_every_call():
         for call in range(3):
             _same(compiled(x), eager(x), TIGHT, f"call {call + 1}")
             assert_close(compiled_counter, eager_counter, rtol=0, atol=0)
-    (program,) = compiled.cache.values()
+    (program,) = compiled._cache.values()
     assert [n.params["what"] for n in program.graph.nodes if n.effect()] == ["write"]
 
 
@@ -628,7 +628,7 @@ def test_batchnorm_in_training_compiles_and_updates_its_statistics_once_per_call
             (gx, gw), (ex, ew) = (nt.grad((y * y).sum(), (x, m.weight)) for y, m in ((got, traced), (want, eager)))
             assert_close(gx, ex, **SUMS)
             assert_close(gw, ew, **SUMS)
-    assert None not in compiled.cache.values()
+    assert None not in compiled._cache.values()
     for (key, a), (_, b) in zip(traced.state_dict().items(), eager.state_dict().items()):
         try:
             assert_close(a, b, rtol=1e-6, atol=1e-7)

@@ -629,8 +629,8 @@ def test_compiled_functions_run_their_fused_kernels_on_the_device():
 
     compiled = nt.compile(fn)
     check(compiled, x3(), rnd(8, names=("embed",), seed=1), tol={"rtol": 1e-4, "atol": 1e-4})
-    assert len([p for p in compiled.cache.values() if p is not None]) >= 2  # the CPU and the CUDA signatures
-    (gpu,) = [p for key, p in compiled.cache.items() if "on cuda" in "; ".join(capture.describe_key(key))]
+    assert len([p for p in compiled._cache.values() if p is not None]) >= 2  # the CPU and the CUDA signatures
+    (gpu,) = [p for key, p in compiled._cache.items() if "on cuda" in "; ".join(capture.describe_key(key))]
     fused = [n.op for n in gpu.graph.nodes if hasattr(n.op, "chain")]
     assert fused and all("cupy" in op.kernels and "cupy" in op.backward_kernels for op in fused)
     x = x3().to("cuda")
@@ -643,7 +643,7 @@ def test_a_compiled_chain_ending_in_a_reduction_is_one_kernel_on_the_device():
                        ((x - w) * x).sum(x.names[0]))  # the leading dim
     compiled = nt.compile(fn)
     check(compiled, x3(), rnd(8, names=("embed",), seed=1), tol={"rtol": 1e-4, "atol": 1e-5})
-    gpu = [p for key, p in compiled.cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
+    gpu = [p for key, p in compiled._cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
     assert [n.op.name for n in gpu.graph.nodes] == ["fused[mul+sub+relu+mul+mean]", "fused[add+mul+sum]",
                                                     "fused[sub+mul+sum]"]
 
@@ -656,7 +656,7 @@ def test_biases_reductions_over_any_dims_and_expm1_compile_on_the_device():
     compiled = nt.compile(fn)
     w, b = rnd(6, 8, names=("hidden", "embed"), seed=2), rnd(6, names=("hidden",), seed=3)
     check(compiled, x3(), w, b, tol={"rtol": 1e-4, "atol": 1e-5})
-    gpu = [p for key, p in compiled.cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
+    gpu = [p for key, p in compiled._cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
     names = [n.op.name for n in gpu.graph.nodes]
     assert "fused[add+gelu]" in names and "fused[mul+sub+mean]" in names and "fused[expm1+add+mul+sum]" in names
 
@@ -670,7 +670,7 @@ def test_scale_mask_and_softmax_compile_to_one_kernel_each_way_on_the_device(how
     mask = nt.tensor(np.where(np.random.default_rng(0).random((6, keys)) < 0.3, -30.0, 0.0).astype("float32"),
                      names=("query", "key"))
     check(compiled, s, mask, tol={"rtol": 1e-4, "atol": 1e-5})
-    gpu = [p for key, p in compiled.cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
+    gpu = [p for key, p in compiled._cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
     assert [n.op.name for n in gpu.graph.nodes] == [f"fused[mul+add+{how}]"]
 
 
@@ -680,7 +680,7 @@ def test_a_compiled_transformer_block_matches_the_eager_one_on_the_device():
     compiled = nt.compile(block)
     x = x3().to("cuda")
     assert_close(compiled(x).cpu(), block(x).cpu(), rtol=1e-4, atol=1e-5)
-    (gpu,) = [p for p in compiled.cache.values() if p is not None]
+    (gpu,) = [p for p in compiled._cache.values() if p is not None]
     assert "add+layer_norm" in [n.op.name for n in gpu.graph.nodes]  # the residual add joins the second norm
     grads = nt.grad(compiled(x).square().sum(), list(block.parameters()))
     want = nt.grad(block(x).square().sum(), list(block.parameters()))
@@ -696,7 +696,7 @@ def test_sin_and_cos_chains_compile_to_one_kernel_on_the_device(dtype, scale):
     x, w = rnd(2, 5, 8, names=X, dtype=dtype) * scale, rnd(8, names=("embed",), seed=1, dtype=dtype)
     # large arguments: the device's sin and cos against the CPU's, each exact to its last bits
     check(compiled, x, w, tol={"rtol": 1e-4, "atol": 1e-4 if scale == 1.0 else 2e-3})
-    gpu = [p for key, p in compiled.cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
+    gpu = [p for key, p in compiled._cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
     fused = [n.op for n in gpu.graph.nodes if hasattr(n.op, "chain")]
     assert [op.name for op in fused] == ["fused[mul+sin+mul+cos+add]"]
     assert "cupy" in fused[0].kernels and "cupy" in fused[0].backward_kernels
@@ -732,7 +732,7 @@ def test_a_whole_compiled_training_step_matches_the_eager_steps_on_the_device():
     for p, q in zip(model.parameters(), eager.parameters()):
         assert p.device.startswith("cuda")
         assert_close(p.cpu(), q.cpu(), rtol=1e-4, atol=1e-6)
-    (program,) = [p for p in step.cache.values() if p is not None]
+    (program,) = [p for p in step._cache.values() if p is not None]
     assert [n.params["what"] for n in program.graph.nodes if n.effect()] == [
         "zero_grad", "backward", "clip_grad_norm_", "AdamW.step", "StepLR.step"]
 
@@ -748,7 +748,7 @@ def test_a_compiled_step_with_batchnorm_and_weight_clipping_writes_back_on_the_d
     for (key, a), (_, b) in zip(model.state_dict().items(), eager.state_dict().items()):
         assert a.device.startswith("cuda"), key
         assert_close(a.cpu(), b.cpu(), rtol=1e-5, atol=1e-6)
-    (program,) = [p for p in step.cache.values() if p is not None]
+    (program,) = [p for p in step._cache.values() if p is not None]
     assert [n.params["what"] for n in program.graph.nodes if n.effect()][:4] == ["write"] * 4
 
 
@@ -763,6 +763,6 @@ def test_compiled_writes_into_op_results_and_factory_tensors_on_the_device():
 
     compiled = nt.compile(fn)
     check(compiled, x3(), rnd(8, names=("embed",), seed=1))
-    gpu = [p for key, p in compiled.cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
+    gpu = [p for key, p in compiled._cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
     writes = [n.params.get("in_place", False) for n in gpu.graph.nodes if n.op.name == "setitem"]
     assert writes == [True, False, True]

@@ -114,6 +114,14 @@ def test_dropout_is_off_in_the_exported_module():
     np.testing.assert_allclose(run(model, {"x": x})[0], mlp(x).detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_a_compiled_module_exports_as_the_module_it_compiled():
+    mlp = nn.Sequential(nn.Linear("embed", "hidden", 16, 32), nn.Dropout(0.5), nn.Linear("hidden", "embed", 32, 16))
+    model = nt.onnx.export(nt.compile(mlp), x_spec())  # in eval mode, its dropout off, as the module's
+    assert [i.name for i in model.graph.initializer] == list(mlp.state_dict()) and mlp.training
+    (x,) = inputs_like([x_spec()], {"seq": 7})
+    np.testing.assert_allclose(run(model, {"x": x})[0], mlp.eval()(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_dims_that_a_parameter_has_or_that_dynamic_leaves_out_are_static():
     layer = nn.Linear("embed", "hidden", 16, 8)
     model = nt.onnx.export(layer, x_spec(), dynamic=("seq",))

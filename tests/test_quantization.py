@@ -243,6 +243,15 @@ def test_quantize_dynamic_swaps_every_linear_and_stays_close(qconfig):
     assert isinstance(quantize_dynamic(nn.Linear("embed", "out", 32, 4)), DynamicQuantizedLinear)
 
 
+def test_a_compiled_linear_layer_is_quantized_as_the_layer():
+    block = _block()
+    block.mlp.fc1 = nt.compile(block.mlp.fc1)
+    quantized = quantize_dynamic(block)
+    assert isinstance(quantized.mlp.fc1, DynamicQuantizedLinear)
+    x = x_of()
+    assert float((quantized(x) - block(x)).abs().max()) < 0.05 * float(block(x).abs().max())
+
+
 @pytest.mark.parametrize("qconfig", [None, default_per_channel_qconfig])
 def test_static_quantization_calibrates_then_converts(qconfig):
     block = _block()

@@ -114,12 +114,12 @@ class CompiledFunction(Compiled):
     """What ``nt.compile(fn)`` returns: call it as ``fn``.  ``explain()`` describes what was compiled."""
 
     def __init__(self, fn: Callable, fuse: bool, cache_limit: int, fullgraph: bool) -> None:
-        self.fn = fn
-        self.fuse = fuse
-        self.cache_limit = cache_limit
-        self.fullgraph = fullgraph
-        self.cache: Dict[Tuple[Any, ...], Optional[Program]] = {}
-        self.fallbacks: Dict[Tuple[Any, ...], str] = {}
+        self._fn = fn
+        self._fuse = fuse
+        self._cache_limit = cache_limit
+        self._fullgraph = fullgraph
+        self._cache: Dict[Tuple[Any, ...], Optional[Program]] = {}
+        self._fallbacks: Dict[Tuple[Any, ...], str] = {}
         self._warned_limit = False
         self._warned_unhashable = False
         self._rebinds: Optional[str] = None  # why, once a trace rebound what the function reads from outside
@@ -138,6 +138,7 @@ class CompiledFunction(Compiled):
         self._module_alone = self._reads_only_the_module()
         self._warned_unlocated = False
         functools.update_wrapper(self, fn if not isinstance(fn, Module) else fn.forward)
+        self._made = True  # from here on, a compiled module's new attributes are the module's (__setattr__)
 
     def _extra(self, leaves: List[Any]) -> Tuple[Any, ...]:
         """The part of the signature outside the arguments: which tensor objects the function reads (a
@@ -166,7 +167,7 @@ class CompiledFunction(Compiled):
     def _reads_only_the_module(self) -> bool:
         """Whether the signature's outside part is the compiled module's ``state_key`` alone (no place, no
         settings): :meth:`_extra` then is that key itself."""
-        return self._module is self.fn and not self._places.labels and not self._settings
+        return self._module is self._fn and not self._places.labels and not self._settings
 
     def _extra_labels(self) -> List[Tuple[str, bool]]:
         """What each part of :meth:`_extra` is, and whether its items are attributes, for the message of the
@@ -195,14 +196,14 @@ class CompiledFunction(Compiled):
             key = signature(leaves, tree, self._extra(leaves))
         except TypeError as e:
             return self._unhashable(str(e), args, kwargs)
-        program = self.cache.get(key, False)
+        program = self._cache.get(key, False)
         if program is False or (program is not None and program.externals and not program.guards_hold(leaves)):
             with _collection_paused():
                 program = self._compile(leaves, tree)
                 if program is not None:  # the call again, which finds the program: its first run loads kernels
                     return self(*args, **kwargs)
         if program is None:
-            return self.fn(*args, **kwargs)
+            return self._fn(*args, **kwargs)
         outs = program.run(leaves if tensors_only else [x for x in leaves if isinstance(x, Tensor)])
         tree = program.graph.tree
         return outs[0] if tree is None else unflatten(tree, outs)
@@ -211,32 +212,32 @@ class CompiledFunction(Compiled):
         if self._rebinds is not None:  # eager from now on: every call would be a new signature, traced for nothing
             return None
         # found again at each trace (a helper rebound to one that reads other globals), the key with them
-        self._places = reach(self.fn, self._module, leaves)
+        self._places = reach(self._fn, self._module, leaves)
         self._settings = settings(self._places, self._modules_read(leaves), leaves)
         self._module_alone = self._reads_only_the_module()
         key = signature(leaves, tree, self._extra(leaves))
-        if key not in self.cache and len(self.cache) >= self.cache_limit:
+        if key not in self._cache and len(self._cache) >= self._cache_limit:
             if not self._warned_limit:
                 self._warned_limit = True
                 warnings.warn(self._limit_message(key), stacklevel=3)
-            self.fallbacks[key] = "cache limit"
+            self._fallbacks[key] = "cache limit"
             return None
         try:
             graph = self._capture(leaves, tree)
         except Untraceable as e:
-            if self.fullgraph:
+            if self._fullgraph:
                 raise RuntimeError(f"nt.compile(fullgraph=True): {e}") from None
             rebinds = e.what == _REBINDS
-            warnings.warn(f"nt.compile: {_name(self.fn)} runs eagerly {'from now on' if rebinds else 'for this signature'}: "
+            warnings.warn(f"nt.compile: {_name(self._fn)} runs eagerly {'from now on' if rebinds else 'for this signature'}: "
                           f"{e}.", stacklevel=3)
-            self.cache[key] = None
-            self.fallbacks[key] = str(e)
+            self._cache[key] = None
+            self._fallbacks[key] = str(e)
             if rebinds:
                 self._rebinds = str(e)
             return None
         tensors = [x for x in leaves if isinstance(x, Tensor)]
         backend = (backend_of(tensors[0]) if tensors else cpu()).name
-        program = self.cache[key] = build(graph, optimize_for(graph, backend, self.fuse))
+        program = self._cache[key] = build(graph, optimize_for(graph, backend, self._fuse))
         program.located = self._locate([t for t, _ in program.externals if id(t) not in graph.made], leaves)
         heap.retain_by_default()
         return program
@@ -260,7 +261,7 @@ class CompiledFunction(Compiled):
         if lost and not self._warned_unlocated:
             self._warned_unlocated = True
             shapes = ", ".join(f"{t.names} {tuple(t.shape)}" for t in lost[:3]) + (" ..." if len(lost) > 3 else "")
-            warnings.warn(f"nt.compile: {_name(self.fn)} reads {len(lost)} tensor(s) ({shapes}) that were found "
+            warnings.warn(f"nt.compile: {_name(self._fn)} reads {len(lost)} tensor(s) ({shapes}) that were found "
                           f"neither in its arguments nor within {DEPTH} steps of its closure, its globals, the "
                           "defaults and modules it reads: the graph reads those tensor objects at every call, so "
                           "another tensor put in their place is not seen. Pass such a tensor as an argument, or "
@@ -276,7 +277,7 @@ class CompiledFunction(Compiled):
         before = self._places.values()
         modules = [(d, dict(d)) for m in self._modules_read(leaves) for d in _module_dicts(m)]
         try:
-            return capture(self.fn, leaves, tree)
+            return capture(self._fn, leaves, tree)
         finally:
             changed = [(owner, key, value) for owner, key, value in before if read(owner, key) is not value]
             for owner, key, value in changed:
@@ -303,16 +304,16 @@ class CompiledFunction(Compiled):
         """A call with an argument that can be no part of a signature (an array, a set): eager, said once."""
         message = (f"an argument is neither a tensor nor hashable ({why}), so it cannot be specialised into a "
                    "graph; pass arrays as tensors")
-        if self.fullgraph:
+        if self._fullgraph:
             raise RuntimeError(f"nt.compile(fullgraph=True): {message}")
         if not self._warned_unhashable:
             self._warned_unhashable = True
-            warnings.warn(f"nt.compile: {_name(self.fn)} runs eagerly: {message}.", stacklevel=3)
-        return self.fn(*args, **kwargs)
+            warnings.warn(f"nt.compile: {_name(self._fn)} runs eagerly: {message}.", stacklevel=3)
+        return self._fn(*args, **kwargs)
 
     def _limit_message(self, key) -> str:
         parts = describe_key(key)
-        previous = next(reversed(self.cache)) if self.cache else None
+        previous = next(reversed(self._cache)) if self._cache else None
         changed = [p for p in parts if previous is None or p not in describe_key(previous)]
         labels = self._extra_labels()
         if previous is not None and len(previous[2]) == len(key[2]) == len(labels):
@@ -321,19 +322,24 @@ class CompiledFunction(Compiled):
             for (label, attribute), was, now in zip(labels, previous[2], key[2]):
                 if was != now:
                     changed += _changes(label, attribute, was, now)
-        return (f"nt.compile: {_name(self.fn)} was traced for {self.cache_limit} signatures (cache_limit="
-                f"{self.cache_limit}); new signatures run eagerly from now on. This one differs from the last "
+        return (f"nt.compile: {_name(self._fn)} was traced for {self._cache_limit} signatures (cache_limit="
+                f"{self._cache_limit}); new signatures run eagerly from now on. This one differs from the last "
                 f"in: {'; '.join(changed) or 'nothing visible'}. Pass cache_limit= to keep more, give the "
                 "function fewer shapes (pad to a few sizes), or pass a number that changes at every call as a "
                 "tensor.")
 
+    def signatures(self) -> List[str]:
+        """The signatures traced so far, those that run eagerly included, each described as ``explain()``
+        heads it: ``len(compiled.signatures())`` counts them against ``cache_limit``."""
+        return ["; ".join(describe_key(key)) for key in self._cache]
+
     def explain(self) -> str:
         """Each signature's graph after the passes, what the passes did, and why a signature runs eagerly."""
         out = []
-        for key, program in self.cache.items():
+        for key, program in self._cache.items():
             out.append("signature: " + "; ".join(describe_key(key)))
             if program is None:
-                out.append(f"  runs eagerly: {self.fallbacks.get(key)}")
+                out.append(f"  runs eagerly: {self._fallbacks.get(key)}")
                 continue
             out.append("  " + ", ".join(f"{k}: {v}" for k, v in program.report.items()))
             out.extend("  " + line for line in str(program.graph).splitlines())
@@ -345,8 +351,48 @@ class CompiledFunction(Compiled):
         return self if obj is None else types.MethodType(self, obj)
 
     def __getattr__(self, name: str) -> Any:
-        # a compiled module is used as the module (parameters(), train(), state_dict()...)
-        return getattr(self.__dict__["fn"], name)
+        # a compiled module is used as the module (parameters(), train(), state_dict()...); before
+        # __init__ (copy and pickle make an object first) there is nothing to forward to
+        try:
+            fn = self.__dict__["_fn"]
+        except KeyError:
+            raise AttributeError(name) from None
+        attr = getattr(fn, name)
+        if isinstance(attr, types.MethodType) and attr.__self__ is fn and isinstance(fn, Module):
+            # a method that returns the module (to(), train(), eval(), float()...) returns the compiled one,
+            # as in PyTorch: ``model = nt.compile(model).to("cuda")`` stays compiled
+            @functools.wraps(attr)
+            def method(*args: Any, **kwargs: Any) -> Any:
+                out = attr(*args, **kwargs)
+                return self if out is fn else out
+
+            return method
+        return attr
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # ``compiled.eps = 1e-3`` or ``compiled.head = Linear(...)`` changes the module (whose state_key the
+        # next call reads), as it would uncompiled; this object's own attributes are those __init__ made
+        d = self.__dict__
+        if name in d or not d.get("_made") or not isinstance(d["_fn"], Module):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(d["_fn"], name, value)
+
+    def __delattr__(self, name: str) -> None:
+        d = self.__dict__
+        if name in d or not isinstance(d.get("_fn"), Module):
+            object.__delattr__(self, name)
+        else:
+            delattr(d["_fn"], name)
+
+    def __reduce__(self) -> Tuple[Callable, tuple]:
+        # copied or pickled as the function or module and the options: its graphs hold arrays, kernels and
+        # weak references that belong to this process, and a copy of a module reads the copy's parameters
+        # anyway, so the copy traces afresh (copy.deepcopy of a compiled model is a compiled copy)
+        return CompiledFunction, (self._fn, self._fuse, self._cache_limit, self._fullgraph)
+
+    def __repr__(self) -> str:
+        return f"nt.compile({self._fn!r})"
 
 
 @contextlib.contextmanager
@@ -379,7 +425,7 @@ def _hold(held: List[Any], x: Any) -> None:
     elif isinstance(x, Module):  # a model read from a global or a closure: its flags, settings and tensors
         held.append(state_key(x))
     elif cls is CompiledFunction:  # another compiled function or module called from this one
-        held.append((x, state_key(x.fn) if isinstance(x.fn, Module) else None))
+        held.append((x, state_key(x._fn) if isinstance(x._fn, Module) else None))
     elif cls in FUNCTION_TYPES:  # a helper or an activation rebound (``act = nt.gelu``): by identity
         held.append(x)
     else:
@@ -408,7 +454,7 @@ def _changes(label: str, attribute: bool, was: Any, now: Any) -> List[str]:
 
 def _module_dicts(module: Module):
     """The dicts that hold a module tree's state: each module's attributes, parameters, buffers and
-    sub-modules (``self.cache = t`` in a forward lands in one of them)."""
+    sub-modules (``self._cache = t`` in a forward lands in one of them)."""
     for m in module.modules():
         d = m.__dict__
         yield d

@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Tuple
 
 from .._internal import FUNCTION_TYPES, PLAIN_TYPES, is_plain_value
 from ..nn import Module
-from ..nn.module import state_key
+from ..nn.module import Compiled, compiled_target, state_key
 from ..tensor import Tensor
 
 __all__ = ["Outside", "Compiled", "reach", "locate", "settings", "compiled_target", "contents", "read", "put"]
@@ -203,18 +203,6 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
     order += [(id(k), n) for k, n in attributes.values()]
     return Outside(tuple(cells.values()), tuple(scopes.values()), tuple(functions.values()), tuple(attributes.values()),
                    tuple(labels[k] for k in order))
-
-
-class Compiled:
-    """The base of what ``nt.compile`` returns (``api.CompiledFunction``): ``fn`` is what it compiled."""
-
-    fn: Any
-
-
-def compiled_target(v: Any) -> Any:
-    """What ``nt.compile`` compiled, for a compiled function or module called from another (its module's
-    state is read, as the module's own would be); anything else as it is."""
-    return v.fn if isinstance(v, Compiled) else v
 
 
 def contents(cell: Any) -> Any:

@@ -227,10 +227,10 @@ class DistributedDataParallel(Module):
         from ..compiler import CompiledFunction  # the compiler imports nn, which imports this module's package
 
         run = module
-        if isinstance(module, CompiledFunction) and isinstance(module.fn, Module):
+        if isinstance(module, CompiledFunction) and isinstance(module._fn, Module):
             # DDP(nt.compile(model)): the module's parameters and state, its compiled forward (compiling
             # the wrapper instead runs eagerly: it counts steps and broadcasts buffers, which a graph skips)
-            module = module.fn
+            module = module._fn
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected an nn.Module or nt.compile of one, got "
                             f"{type(module).__name__}.")

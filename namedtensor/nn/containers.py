@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Iterable, Iterator, Mapping, Optional, Tuple, Union
 
-from .module import Module
+from .module import Module, registers_as_module
 
 
 def _index(i: Any, n: int, what: str) -> int:
@@ -101,7 +101,7 @@ def _insert(container: Module, index: int, module: Module, what: str) -> None:
         raise TypeError(f"{what}.insert: the index must be an int, got {type(index).__name__}.")
     index = int(index.__index__())
     index = max(0, min(n, index + n if index < 0 else index))
-    if not isinstance(module, Module):
+    if not registers_as_module(module):
         raise TypeError(f"{what}.insert: expected a Module, got {type(module).__name__}.")
     mods = list(container._modules.values())
     mods.insert(index, module)

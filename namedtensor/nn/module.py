@@ -11,6 +11,10 @@ names, the sizes and the dtype fit the model's tensor.  It checks everything
 first and reports every problem in one :class:`StateDictError`; only when
 nothing is wrong does it copy the values in place (so optimizers holding the
 parameters keep working).
+
+A compiled module (``self.block = nt.compile(Block())``, a :class:`Compiled`) registers as a
+sub-module too: calls go through the compiled one, and traversals reach the module it compiled, so
+its parameters, buffers, flags and ``state_dict`` keys are the parent's as if it were not compiled.
 """
 
 from __future__ import annotations
@@ -42,6 +46,25 @@ class IncompatibleKeys(NamedTuple):
 
     missing_keys: List[str]
     unexpected_keys: List[str]
+
+
+class Compiled:
+    """The base of what ``nt.compile`` returns (``compiler.api.CompiledFunction``): ``_fn`` is what it
+    compiled, a function or a :class:`Module`."""
+
+    _fn: Any
+
+
+def compiled_target(v: Any) -> Any:
+    """What ``nt.compile`` compiled, for a compiled function or module (a registered compiled sub-module
+    stands for its module, and a compiled one called from another is guarded as its module); anything
+    else as it is."""
+    return v._fn if isinstance(v, Compiled) else v
+
+
+def registers_as_module(value: Any) -> bool:
+    """A module, or a compiled module: what registers as a sub-module."""
+    return isinstance(value, Module) or (isinstance(value, Compiled) and isinstance(value._fn, Module))
 
 
 class Module:
@@ -128,7 +151,7 @@ class Module:
         """Register ``module`` (or None) as the sub-module ``name``."""
         self._check_init("sub-modules")
         self._check_key(name, "module")
-        if module is not None and not isinstance(module, Module):
+        if module is not None and not registers_as_module(module):
             raise TypeError(f"cannot register a {type(module).__name__} as sub-module {name!r}: a Module is "
                             "expected.")
         self._forget(name, self._modules)
@@ -139,7 +162,8 @@ class Module:
     def __setattr__(self, name: str, value: Any) -> None:
         d = self.__dict__
         params = d.get("_parameters")
-        if isinstance(value, (Parameter, Module)) and params is not None:
+        module = registers_as_module(value)
+        if (module or isinstance(value, Parameter)) and params is not None:
             d.pop(name, None)  # a plain attribute of that name is replaced, as PyTorch does
         if isinstance(value, Parameter):
             self.register_parameter(name, value)
@@ -148,7 +172,7 @@ class Module:
                 raise TypeError(f"cannot assign a {type(value).__name__} to parameter {name!r} of "
                                 f"{type(self).__name__}: a Parameter or None is expected.")
             params[name] = None
-        elif isinstance(value, Module):
+        elif module:
             self.add_module(name, value)
         elif params is not None and name in d["_modules"]:
             if value is not None:
@@ -195,7 +219,8 @@ class Module:
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
-                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
+                yield from compiled_target(m).named_modules(memo, f"{prefix}.{name}" if prefix else name,
+                                                            remove_duplicate)
 
     def modules(self) -> Iterator["Module"]:
         """This module and every sub-module, depth first."""
@@ -275,7 +300,7 @@ class Module:
     def apply(self, fn: Callable[["Module"], Any]) -> "Module":
         """Call ``fn`` on every sub-module (depth first, children before parents), then on this one."""
         for m in self.children():
-            m.apply(fn)
+            compiled_target(m).apply(fn)
         fn(self)
         return self
 
@@ -349,7 +374,7 @@ class Module:
                 out[prefix + name] = b if keep_vars else b.detach()
         for name, m in self._modules.items():
             if m is not None:
-                m.state_dict(out, prefix + name + ".", keep_vars)
+                compiled_target(m).state_dict(out, prefix + name + ".", keep_vars)
         return out
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
@@ -437,7 +462,7 @@ def state_key(root: Module) -> Tuple[Tuple[bool, ...], Tuple[int, ...], Tuple[in
     seen: Set[int] = set()
     stack = [root]
     while stack:
-        m = stack.pop()
+        m = compiled_target(stack.pop())
         if id(m) in seen:
             continue
         seen.add(id(m))

@@ -18,6 +18,7 @@ from ..compiler.capture import Untraceable, capture, flatten
 from ..compiler.ir import Graph, Value
 from ..compiler.passes import eliminate_common_subexpressions, eliminate_dead_code, fold_constants
 from ..nn import Module
+from ..nn.module import compiled_target
 from ..tensor import Tensor
 from ..tracing import spec
 from .context import Context, Size, Sizes, UnsupportedExport, onnx_dtype
@@ -224,7 +225,7 @@ def export(fn_or_module: Callable, *specs: Any, path: Optional[str] = None, dyna
     without an ONNX form raise :class:`UnsupportedExport` naming the op.
     """
     onnx = _onnx()
-    fn = fn_or_module
+    fn = compiled_target(fn_or_module)  # a compiled function or module exports as what it compiled
     modes = None
     if isinstance(fn, Module):
         modes = [(m, m.training) for m in fn.modules()]

@@ -17,6 +17,7 @@ import copy
 from typing import Any, Dict, Iterable, Optional, Type, Union
 
 from ..nn import Linear, Module
+from ..nn.module import compiled_target
 from ..ops.quantize import as_qdtype, qint8
 from .modules import DynamicQuantizedLinear, ObservedLinear, QATLinear, QuantizedLinear, quantize_weight
 from .observers import FakeQuantize, QConfig, default_dynamic_qconfig, default_qat_qconfig, default_qconfig
@@ -39,6 +40,8 @@ def _swapped(model: Module, make, qconfig: Optional[QConfig], kinds: tuple) -> M
 
 def _swap(model: Module, make, qconfig: Optional[QConfig], kinds: tuple) -> None:
     for name, child in list(model.named_children()):
+        # a compiled layer (``self.fc = nt.compile(Linear(...))``) is its layer: it becomes the new one
+        child = compiled_target(child)
         config = getattr(child, "qconfig", _UNSET)
         config = qconfig if config is _UNSET else config
         if isinstance(child, kinds) and config is not None:
