@@ -2056,7 +2056,7 @@ def test_threads_compiling_one_new_kernel_at_once_each_get_it(tmp_path, monkeypa
     monkeypatch.setenv("NAMEDTENSOR_CACHE_DIR", str(tmp_path))
     fn = lambda x: (x * 3.0517).relu() - 1  # a constant no other test's kernel has: its source is new here
     x = rnd(4, 5, names=("a", "b"))
-    start, results = threading.Barrier(4), {}
+    start, results = threading.Barrier(8), {}
 
     def compile_and_call(i: int) -> None:
         cf = nt.compile(fn)
@@ -2066,7 +2066,7 @@ def test_threads_compiling_one_new_kernel_at_once_each_get_it(tmp_path, monkeypa
         except Exception as e:  # kept for the assertion below, which names it
             results[i] = e
 
-    threads = [threading.Thread(target=compile_and_call, args=(i,)) for i in range(4)]
+    threads = [threading.Thread(target=compile_and_call, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
     for t in threads:

@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import _dtypes
-from .._atomic_file import write_atomically
 from ..backends import get_num_threads
 from ..backends.thread_pool import split, split_by_part
 from ..ops.fusion import Chain
@@ -482,9 +481,10 @@ def _load(source: str):
         if module is not None:
             return module
         path = cache_dir() / f"{name}.py"
-        if not path.exists() or path.read_text() != source:
-            # a temporary of its own, so that other processes writing this kernel too never collide
-            write_atomically(str(path), source.encode())
+        if not path.exists() or path.read_text() != source:  # a file cut short (a process killed) is written again
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")  # each process its own; the lock serves its threads
+            tmp.write_text(source)
+            os.replace(tmp, path)
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
