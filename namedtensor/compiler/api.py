@@ -22,13 +22,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .._internal import FUNCTION_TYPES, PLAIN_TYPES, backend_of, is_plain_value
 from ..backends import cpu, heap
 from ..nn import Module
-from ..nn.module import state_key
+from ..nn.module import Compiled, compiled_target, state_key
 from ..ops.elementwise import add
 from ..ops.normalization import layer_norm, rms_norm
 from ..tensor import Tensor
 from . import cuda_codegen, formulas, numba_codegen
 from .capture import Untraceable, capture, describe_key, flatten, signature, unflatten
-from .guards import DEPTH, Compiled, compiled_target, contents, locate, put, reach, read, settings
+from .guards import DEPTH, contents, locate, put, reach, read, settings
 from .ir import Graph, Node, Value
 from .passes import fuse_elementwise, fuse_residual_norms, optimize, split_biases
 from .program import Program, build

@@ -29,10 +29,10 @@ from typing import Any, Callable, Dict, List, NamedTuple, Tuple
 
 from .._internal import FUNCTION_TYPES, PLAIN_TYPES, is_plain_value
 from ..nn import Module
-from ..nn.module import Compiled, compiled_target, state_key
+from ..nn.module import compiled_target, state_key
 from ..tensor import Tensor
 
-__all__ = ["Outside", "Compiled", "reach", "locate", "settings", "compiled_target", "contents", "read", "put"]
+__all__ = ["Outside", "reach", "locate", "settings", "contents", "read", "put"]
 
 #: the most functions followed from the compiled one (a script's helpers, not a library)
 MOST_FUNCTIONS = 256

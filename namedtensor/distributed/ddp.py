@@ -43,7 +43,7 @@ from .._internal import backend_of, bump_version, raw, wrap
 from .._names import fmt
 from ..autograd.engine import queue_callback
 from ..autograd.graph import is_grad_enabled, no_grad
-from ..nn.module import Module
+from ..nn.module import Module, compiled_target
 from ..tensor import Tensor
 from . import collectives
 from .group import ProcessGroup, require_group
@@ -224,13 +224,10 @@ class DistributedDataParallel(Module):
     def __init__(self, module: Module, bucket_cap_mb: float = 25.0, broadcast_buffers: bool = True,
                  overlap: bool = True) -> None:
         super().__init__()
-        from ..compiler import CompiledFunction  # the compiler imports nn, which imports this module's package
-
         run = module
-        if isinstance(module, CompiledFunction) and isinstance(module._fn, Module):
-            # DDP(nt.compile(model)): the module's parameters and state, its compiled forward (compiling
-            # the wrapper instead runs eagerly: it counts steps and broadcasts buffers, which a graph skips)
-            module = module._fn
+        # DDP(nt.compile(model)): the module's parameters and state, its compiled forward (compiling the
+        # wrapper instead runs eagerly: it counts steps and broadcasts buffers, which a graph skips)
+        module = compiled_target(module)
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected an nn.Module or nt.compile of one, got "
                             f"{type(module).__name__}.")
