@@ -1187,6 +1187,26 @@ def _doubled_sum(x):
     return (x * 2).sum()
 
 
+_COMPILED_MODELS = {}
+
+
+def test_a_compiled_module_passed_as_an_argument_or_kept_in_a_container_is_guarded_as_its_module():
+    # its training flag and weights are those of the module it compiled: a change traces again
+    x = rnd(4, 6, names=("b", "x"))
+    drop = nt.compile(nn.Dropout(0.5)).eval()
+    cf = nt.compile(lambda m, x: m(x) * 2)
+    assert_close(cf(drop, x), x * 2)
+    drop.train()
+    assert (cf(drop, x).numpy() == 0).any()  # dropout's zeros: traced again in training mode
+    _COMPILED_MODELS["net"] = nt.compile(nn.Linear("x", "y", 6, 3))
+    reads = nt.compile(lambda x: _COMPILED_MODELS["net"](x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # found through the dict, not "found nowhere"
+        assert_close(reads(x), _COMPILED_MODELS["net"](x))
+    _COMPILED_MODELS["net"].weight = nn.Parameter(rnd(3, 6, names=("y", "x"), seed=5))
+    assert_close(reads(x), _COMPILED_MODELS["net"](x))
+
+
 def test_a_compiled_function_or_module_copies_and_pickles_as_what_it_compiled():
     x = rnd(3, 4, names=("b", "h"))
     cf = nt.compile(_doubled_sum, cache_limit=3)

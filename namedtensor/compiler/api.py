@@ -298,7 +298,8 @@ class CompiledFunction(Compiled):
         found = [] if self._module is None else [self._module]
         found += [v for v in (compiled_target(v) for _, _, v in self._places.values())
                   if isinstance(v, Module) and v is not self._module]
-        return found + [x for x in leaves if isinstance(x, Module) and all(x is not m for m in found)]
+        arguments = [m for m in map(compiled_target, leaves) if isinstance(m, Module)]  # a compiled one as its module
+        return found + [m for m in arguments if all(m is not f for f in found)]
 
     def _unhashable(self, why: str, args, kwargs) -> Any:
         """A call with an argument that can be no part of a signature (an array, a set): eager, said once."""
@@ -454,7 +455,7 @@ def _changes(label: str, attribute: bool, was: Any, now: Any) -> List[str]:
 
 def _module_dicts(module: Module):
     """The dicts that hold a module tree's state: each module's attributes, parameters, buffers and
-    sub-modules (``self._cache = t`` in a forward lands in one of them)."""
+    sub-modules (``self.cache = t`` in a forward lands in one of them)."""
     for m in module.modules():
         d = m.__dict__
         yield d

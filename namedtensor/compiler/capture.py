@@ -45,7 +45,7 @@ from ..autograd.mode import is_grad_enabled, no_grad
 from ..backends import get as backend_for, host_random, made as made_backends
 from ..backends.meta_backend import META, OBSERVER, DataDependentError, MetaArray
 from ..conversion import active as conversion_mode
-from ..nn.module import Module, state_key
+from ..nn.module import Module, compiled_target, state_key
 from ..tensor import Tensor
 from .ir import ArrayOf, Derived, Graph, Node, Value, arrays_read, draws, evaluate, map_leaves
 
@@ -124,7 +124,7 @@ def signature(leaves: List[Any], tree: Any, extra: Tuple[Any, ...] = ()) -> Tupl
     for x in leaves:
         if isinstance(x, Tensor):
             key.append(key_of(x))
-        elif isinstance(x, Module):  # by identity, and its training flags, tensors and settings
+        elif isinstance(compiled_target(x), Module):  # a module or a compiled one: by identity, and its state
             key.append((x.__class__, x, state_key(x)))
         else:
             hash(x)  # an unhashable argument cannot be a key: the caller falls back
@@ -144,8 +144,9 @@ def describe_key(key: Tuple[Any, ...]) -> List[str]:
             names, shape, dtype, backend, rg = a
             dims = ", ".join(str(s) if n is None else f"{n}={s}" for n, s in zip(names, shape))
             parts.append(f"argument {i}: ({dims}) {dtype} on {backend.device}{', requires_grad' if rg else ''}")
-        elif isinstance(a[1], Module):
-            parts.append(f"argument {i}: the {type(a[1]).__name__} module's training flags, tensors and settings")
+        elif isinstance(compiled_target(a[1]), Module):
+            parts.append(f"argument {i}: the {type(compiled_target(a[1])).__name__} module's training flags, tensors "
+                         "and settings")
         else:
             parts.append(f"argument {i}: {a[1]!r}")
     return parts

@@ -171,7 +171,7 @@ def reach(fn: Any, module: Any, arguments: List[Any] = ()) -> Outside:
 
     follow(fn)
     for m in (module, *arguments):
-        if isinstance(m, Module):
+        if isinstance(compiled_target(m), Module):
             follow(m)
     while queue:
         f = queue.pop(0)
@@ -259,13 +259,14 @@ def locate(wanted: Dict[int, Tensor], outside: Outside, modules: List[Module],
                     if wanted.pop(id(child), None) is not None:
                         guards.append(functools.partial(_holds_tensor, get, child))
                     continue
-                if isinstance(child, Module) and id(child) not in seen:
-                    inside = [id(t) for t in (*child.parameters(), *child.buffers()) if id(t) in wanted]
+                target = compiled_target(child)  # a compiled module is guarded as its module
+                if isinstance(target, Module) and id(target) not in seen:
+                    inside = [id(t) for t in (*target.parameters(), *target.buffers()) if id(t) in wanted]
                     if inside:
                         for i in inside:
                             del wanted[i]
                         guards.append(functools.partial(_holds_module, get, state_key(child)))
-                deeper.append((child, get))
+                deeper.append((target, get))
         if not wanted:
             break
         level = deeper
@@ -388,4 +389,4 @@ def _holds_tensor(find: Callable, t: Tensor, leaves: List[Any]) -> bool:
 
 def _holds_module(find: Callable, key: Tuple[Any, ...], leaves: List[Any]) -> bool:
     m = find(leaves)
-    return isinstance(m, Module) and state_key(m) == key
+    return isinstance(compiled_target(m), Module) and state_key(m) == key
