@@ -462,7 +462,9 @@ def state_key(root: Module) -> Tuple[Tuple[bool, ...], Tuple[int, ...], Tuple[in
     seen: Set[int] = set()
     stack = [root]
     while stack:
-        m = compiled_target(stack.pop())
+        m = stack.pop()
+        if isinstance(m, Compiled):  # inline: this walk runs at every call of a compiled module
+            m = m._fn
         if id(m) in seen:
             continue
         seen.add(id(m))
