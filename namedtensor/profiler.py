@@ -7,7 +7,10 @@ traffic of an op that reads its inputs once and writes its outputs once; none fo
 (``tracing.flops``: a contraction's by its formula, one per output element of an elementwise op, one per
 input element of an op that reduces).  A backward that a node computes on raw arrays (GELU's,
 cross-entropy's, a linear layer's two products side by side) runs no op: it shows as the node's
-``"<op>_backward"`` row, with FLOPs where ``tracing.BACKWARD_FLOPS`` has a rule for it.
+``"<op>_backward"`` row, with FLOPs where ``tracing.BACKWARD_FLOPS`` has a rule for it.  Work on raw
+arrays outside any op is a row too, without operands or FLOPs: an optimizer's step and ``zero_grad``
+(PyTorch's ``Optimizer.step#AdamW.step`` and ``Optimizer.zero_grad#AdamW.zero_grad``), ``clip_grad_norm_``
+and ``clip_grad_value_``, eager or a step of a compiled training step, its bytes those it reads and writes.
 Then ``print(prof)`` is PyTorch's key-averages table with names, ``prof.export_chrome_trace(path)``
 writes a trace for chrome://tracing or Perfetto, and ``prof.roofline()`` compares each op's time with
 the least time this machine's memory bandwidth and matmul rate allow.
@@ -18,7 +21,8 @@ so blocks nest and mix with ``nt.gradual`` and ``nt.trace_shapes``.  ``apply`` r
 op; only while a tracer is installed does it read the clock, before the forward and after the op's own
 bookkeeping (the graph node, when one is recorded), and leave the two readings in the thread's state
 for ``op_span()``.  So the time is the op's own, not the profiler's, and ops outside a profile pay one
-``is not None`` test.  On a GPU an op only queues its kernels: with ``sync=True`` (the default) the
+``is not None`` test.  Work outside ops reads the clock through ``mode.work_started`` (only where the
+tracer has a ``work_hook``, as a profile's has) and reports through ``mode.work_done``.  On a GPU an op only queues its kernels: with ``sync=True`` (the default) the
 profile waits for the device after each op on CUDA and reads the clock again, so the time covers the
 kernels (the first op in the block also waits for work queued before it).
 """
@@ -191,6 +195,19 @@ class _Recorder:
         self.add(ProfileEvent(f"{node.op.name}_backward", ins, outs, start, max(end - start - inner, 0), int(moved),
                               count, end - start))
         return in_grads
+
+    def work_hook(self, name: str, start: int, nbytes: int, B) -> None:
+        """Record ``name``, work on raw arrays that ran no op (``autograd.mode.work_done``: an optimizer's
+        step, gradient clipping), from ``start`` until now less the ops it ran (rows of their own)."""
+        if self.sync and B is not None and B.device.startswith("cuda"):
+            B.synchronize()
+        end = _clock()
+        inner = 0
+        for e in reversed(self.events):  # in the order they ended: those inside ended last
+            if e.start_ns < start:
+                break
+            inner += e.duration_ns
+        self.add(ProfileEvent(name, (), (), start, max(end - start - inner, 0), int(nbytes), None))
 
     def add(self, event: ProfileEvent) -> None:
         """Record ``event`` here and in the profiles this one nests in."""

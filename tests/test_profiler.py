@@ -378,3 +378,112 @@ def test_backward_node_rows_reach_the_profiles_a_profile_nests_in():
     # sum's backward ran reshape and broadcast_to, exp's a mul: rows before their node's
     assert [e.name for e in inner.events] == ["reshape", "broadcast_to", "sum_backward", "mul", "exp_backward"]
     assert outer.events[-5:] == inner.events
+
+
+def _trained(optimizer, **kw):
+    """A small model, its optimizer and a batch, with gradients from one backward."""
+    lin, x, target = step()
+    opt = optimizer(lin.parameters(), lr=0.1, **kw)
+    run_step(lin, x, target)
+    return lin, x, target, opt
+
+
+@pytest.mark.parametrize("optimizer, kw, state", [
+    (nt.optim.AdamW, {}, 2), (nt.optim.AdamW, {"fused": True}, 2), (nt.optim.Adam, {"amsgrad": True}, 3),
+    (nt.optim.SGD, {"momentum": 0.9}, 1), (nt.optim.SGD, {}, 0)])
+def test_an_optimizers_step_and_zero_grad_are_rows(optimizer, kw, state):
+    if kw.get("fused"):
+        pytest.importorskip("numba")
+    lin, x, target, opt = _trained(optimizer, **kw)
+    kind = optimizer.__name__
+    params = nbytes(lin.weight, lin.bias)
+    with nt.profile() as prof:
+        opt.step()
+        opt.zero_grad(set_to_none=False)  # writes zeros into each grad
+        run_step(lin, x, target)
+        opt.zero_grad()  # drops them: no memory touched
+    names = [e.name for e in prof.events]
+    assert names[:2] == [f"Optimizer.step#{kind}.step", f"Optimizer.zero_grad#{kind}.zero_grad"]
+    assert names[-1] == f"Optimizer.zero_grad#{kind}.zero_grad" and "linear" in names
+    stepped, zeroed, dropped = prof.events[0], prof.events[1], prof.events[-1]
+    # each parameter read and written, its grad read, each state tensor (as large) read and written
+    assert stepped.bytes == 2 * params + params + 2 * state * params
+    assert zeroed.bytes == params and dropped.bytes == 0
+    for e in (stepped, zeroed, dropped):
+        assert e.inputs == e.outputs == () and e.flops is None and e.span_ns is None and e.duration_ns >= 0
+    assert f"Optimizer.step#{kind}.step" in str(prof)
+    roof = next(r for r in prof.roofline().rows if r.name == f"Optimizer.step#{kind}.step")
+    assert roof.bytes == stepped.bytes and roof.bound_ns > 0
+
+
+def test_a_closures_ops_are_rows_of_their_own_before_the_step():
+    lin, x, target, opt = _trained(nt.optim.SGD)
+
+    def closure():
+        opt.zero_grad()
+        return run_step(lin, x, target)
+
+    with nt.profile() as prof:
+        opt.step(closure)
+    names = [e.name for e in prof.events]
+    assert names[0] == "Optimizer.zero_grad#SGD.zero_grad" and names[-1] == "Optimizer.step#SGD.step"
+    assert "linear" in names and names.count("Optimizer.step#SGD.step") == 1
+    # the step's row starts after the closure's ops ended
+    stepped = prof.events[-1]
+    assert all(e.start_ns + e.duration_ns <= stepped.start_ns for e in prof.events[:-1] if e.span_ns is None)
+
+
+def test_gradient_clipping_is_a_row():
+    lin, x, target, opt = _trained(nt.optim.SGD)
+    grads = nbytes(lin.weight.grad, lin.bias.grad)
+    with nt.profile() as prof:
+        nt.optim.clip_grad_norm_(lin.parameters(), max_norm=1e9)  # reads the grads, scales none
+        nt.optim.clip_grad_norm_(lin.parameters(), max_norm=1e-9)  # and scales them into new ones
+        nt.optim.clip_grad_value_(lin.parameters(), 1e-12)
+    assert [(e.name, e.bytes) for e in prof.events] == [
+        ("clip_grad_norm_", grads), ("clip_grad_norm_", 3 * grads), ("clip_grad_value_", 2 * grads)]
+    np.testing.assert_allclose(np.abs(lin.weight.grad.numpy()), 1e-12, rtol=1e-6)  # the clipping still ran
+
+
+def test_work_rows_reach_the_profiles_a_profile_nests_in_and_need_one():
+    lin, x, target, opt = _trained(nt.optim.SGD)
+    assert mode.work_started() is None  # no profile: no clock read, no report
+    with nt.profile() as outer:
+        with nt.profile() as inner:
+            opt.step()
+    assert [e.name for e in inner.events] == ["Optimizer.step#SGD.step"] and outer.events == inner.events
+    trace = nt.trace_shapes(lambda t: (mode.work_started(), t.exp())[0], x)  # a shape trace times no work
+    assert trace.result is None
+
+
+def test_the_steps_of_a_compiled_training_step_are_rows():
+    lin, x, target, opt = _trained(nt.optim.AdamW)
+
+    @nt.compile
+    def train(x, target):
+        opt.zero_grad()
+        loss = run_step(lin, x, target)
+        nt.optim.clip_grad_norm_(lin.parameters(), 1.0)
+        opt.step()
+        return loss.detach()
+
+    train(x, target)
+    with nt.profile() as prof:
+        train(x, target)
+    names = [e.name for e in prof.events]
+    for row in ("Optimizer.zero_grad#AdamW.zero_grad", "clip_grad_norm_", "Optimizer.step#AdamW.step"):
+        assert names.count(row) == 1, names
+    assert names.index("clip_grad_norm_") < names.index("Optimizer.step#AdamW.step")
+    assert next(e for e in prof.events if e.name == "Optimizer.step#AdamW.step").bytes == 7 * nbytes(lin.weight, lin.bias)
+
+
+def test_a_work_row_waits_for_the_device_on_cuda(fake_cuda):
+    p = nt.randn(3, names=("i",)).to("cuda").requires_grad_()
+    p.grad = nt.ones(3, names=("i",)).to("cuda")
+    opt = nt.optim.SGD([p], lr=0.1)
+    with nt.profile() as prof:
+        opt.step()
+    assert fake_cuda.synced == 1 and [e.name for e in prof.events] == ["Optimizer.step#SGD.step"]
+    with nt.profile(sync=False):
+        opt.step()
+    assert fake_cuda.synced == 1

@@ -43,7 +43,7 @@ from ..ops.inplace import zero_
 from ..ops.naming import rename
 from ..tensor import Tensor
 from .graph import current, freed_error
-from .mode import _GradMode, current_tracer, outside_ops
+from .mode import _GradMode, current_tracer, outside_ops, work_done, work_started
 
 
 _getrefcount = getattr(sys, "getrefcount", None)
@@ -456,13 +456,15 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
                         allow_unused=allow_unused)
 
 
-def zero_grads(tensors, set_to_none: bool = True) -> None:
+def zero_grads(tensors, set_to_none: bool = True, row: str = "zero_grad") -> None:
     """Reset the ``.grad`` of each tensor, for ``Module.zero_grad`` and ``Optimizer.zero_grad``: to None
     (no memory kept; the next backward assigns), or to zeros, in place as in PyTorch (a leaf's
-    gradient owns its buffer); a gradient with a graph (``create_graph``) is replaced by plain zeros."""
+    gradient owns its buffer); a gradient with a graph (``create_graph``) is replaced by plain zeros.
+    ``row``: the name of its row in a profile (with the bytes of the zeros written)."""
     tensors = list(tensors)
-    if outside_ops("zero_grad", "resets gradients", replay=functools.partial(zero_grads, tensors, set_to_none)):
+    if outside_ops("zero_grad", "resets gradients", replay=functools.partial(zero_grads, tensors, set_to_none, row)):
         return
+    start = work_started()
     for t in tensors:
         g = t.grad
         if g is None:
@@ -475,6 +477,9 @@ def zero_grads(tensors, set_to_none: bool = True) -> None:
         else:
             with _GradMode(False):
                 zero_(g)
+    if start is not None:
+        zeroed = [] if set_to_none else [t.grad for t in tensors if t.grad is not None]
+        work_done(row, start, sum(g._data.nbytes for g in zeroed), zeroed[0]._B if zeroed else None)
 
 
 # ----------------------------------------------------------------------------- Tensor methods

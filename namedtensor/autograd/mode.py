@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from typing import Callable, Optional, Tuple, Union
 
 
@@ -30,7 +31,9 @@ class _ThreadState(threading.local):
     #: :func:`outside_ops`), ``traces_compositions``,
     #: which makes ops that are one fused step record their parts (ops/_common.traced_as_composition),
     #: ``alias_hook(spec, t)``, when a dry run makes ``spec`` the meta stand-in of ``t``,
-    #: ``detach_hook(t, out)``, when ``detach()`` or ``.data`` makes ``out`` over ``t``'s array, and
+    #: ``detach_hook(t, out)``, when ``detach()`` or ``.data`` makes ``out`` over ``t``'s array,
+    #: ``work_hook(name, start, nbytes, backend)``, after work on raw arrays that runs no op (an optimizer's
+    #: step, gradient clipping: :func:`work_done`), and
     #: ``run_backward_node(node, grads)``, which runs a graph node's backward for the engine (and times
     #: it).  One tuple, replaced whole on every change, because a thread-local read costs several plain
     #: ones and ``apply`` needs both
@@ -85,6 +88,23 @@ def detached(source, out) -> None:
     hook = getattr(state.current[1], "detach_hook", None)
     if hook is not None:
         hook(source, out)
+
+
+def work_started() -> Optional[int]:
+    """``time.perf_counter_ns()`` where this thread's tracer times work that runs no op (a tracer with a
+    ``work_hook``: a profile's), else None; the caller reports the work with :func:`work_done`.  Outside a
+    profile that costs one attribute test, not a clock reading."""
+    tracer = state.current[1]
+    return None if tracer is None or not hasattr(tracer, "work_hook") else time.perf_counter_ns()
+
+
+def work_done(name: str, start: int, nbytes: int, backend=None) -> None:
+    """Tell this thread's tracer that ``name``, work on raw arrays that runs no op (an optimizer's update,
+    gradient clipping), ran from ``start`` (:func:`work_started`) until now and moved ``nbytes``; ``backend``
+    is where it queued its kernels (a profile waits for a GPU's)."""
+    hook = getattr(state.current[1], "work_hook", None)
+    if hook is not None:
+        hook(name, start, nbytes, backend)
 
 
 def swap_tracer(tracer: Optional[Callable]) -> Optional[Callable]:

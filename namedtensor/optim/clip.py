@@ -14,7 +14,7 @@ from typing import Iterable, List, Union
 
 from .. import _dtypes, backends
 from .._internal import backend_of, wrap
-from ..autograd.mode import outside_ops
+from ..autograd.mode import outside_ops, work_done, work_started
 from ..tensor import Tensor
 
 Tensors = Union[Tensor, Iterable[Tensor]]
@@ -71,6 +71,7 @@ def clip_grad_norm_(parameters: Tensors, max_norm: float, norm_type: float = 2.0
     if not params:
         B = backends.cpu()
         return wrap(B.asarray(0.0, dtype=_dtypes.float32), (), B)
+    start = work_started()
     norms = [_norm(p.grad, norm_type) for p in params]
     if norm_type == math.inf:
         total = max(norms)
@@ -82,13 +83,16 @@ def clip_grad_norm_(parameters: Tensors, max_norm: float, norm_type: float = 2.0
             "be clipped. To scale the gradients by the non-finite norm anyway, set error_if_nonfinite=False."
         )
     coef = max_norm / (total + 1e-6)
-    if not coef >= 1.0:  # a NaN total scales by NaN, as in PyTorch
+    scaled = not coef >= 1.0  # a NaN total scales by NaN, as in PyTorch
+    if scaled:
         for p in params:
             g = p.grad
             B = backend_of(g)
             p.grad = wrap(B.multiply(g.array, coef), g.names, B)
     g = params[0].grad
     B = backend_of(g)
+    if start is not None:  # the norms read each gradient once; scaling reads it again and writes a new one
+        work_done(op, start, (3 if scaled else 1) * sum(p.grad.array.nbytes for p in params), B)
     return wrap(B.asarray(total, dtype=g.dtype), (), B)
 
 
@@ -101,9 +105,14 @@ def clip_grad_value_(parameters: Tensors, clip_value: float) -> None:
         raise ValueError(f"{op}: clip_value must be >= 0, got {clip_value}.")
     if outside_ops(op, "clamps the gradients", replay=functools.partial(clip_grad_value_, given, clip_value)):
         return
+    start = work_started()
+    clamped = []
     for p in given:
         if p.grad is None:
             continue
         g = p.grad
         B = backend_of(g)
         p.grad = wrap(B.clip(g.array, -clip_value, clip_value), g.names, B)
+        clamped.append(p.grad)
+    if start is not None:
+        work_done(op, start, 2 * sum(g.array.nbytes for g in clamped), backend_of(clamped[0]) if clamped else None)

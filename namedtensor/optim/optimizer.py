@@ -23,7 +23,7 @@ from .. import _names, backends
 from .._internal import backend_of, bump_version, wrap
 from ..autograd.engine import zero_grads
 from ..autograd.graph import enable_grad
-from ..autograd.mode import outside_ops
+from ..autograd.mode import outside_ops, work_done, work_started
 from ..tensor import Tensor
 
 Params = Union[Iterable[Tensor], Iterable[Dict[str, Any]]]
@@ -124,8 +124,9 @@ class Optimizer:
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients: to ``None`` (the default: no memory kept, the next backward assigns)
         or to zeros."""
-        for group in self.param_groups:
-            zero_grads(group["params"], set_to_none)
+        kind = type(self).__name__
+        zero_grads([p for group in self.param_groups for p in group["params"]], set_to_none,
+                   f"Optimizer.zero_grad#{kind}.zero_grad")
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """Update every parameter that has a grad, in place.  ``closure`` (optional) re-evaluates the
@@ -140,7 +141,9 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        start = work_started()  # a profile's row, after the closure's ops (rows of their own)
         self._follow_params()
+        updated = []
         for group in self.param_groups:
             todo = []
             for p in group["params"]:
@@ -155,7 +158,21 @@ class Optimizer:
                     )
                 todo.append((p, g.array))
             self._update_group(group, todo)
+            updated += todo
+        if start is not None:
+            self._report_step(start, updated)
         return loss
+
+    def _report_step(self, start: int, updated: List[Tuple[Tensor, Any]]) -> None:
+        """The step's row in a profile, PyTorch's ``Optimizer.step#AdamW.step``: its bytes are those of an
+        update that reads each parameter, grad and state tensor once and writes the parameter and the state
+        once (the fused update's traffic)."""
+        moved = 0
+        for p, g in updated:
+            state = [v for v in self.state[p].values() if isinstance(v, Tensor)]
+            moved += 2 * p.array.nbytes + g.nbytes + 2 * sum(v.array.nbytes for v in state)
+        kind = type(self).__name__
+        work_done(f"Optimizer.step#{kind}.step", start, moved, backend_of(updated[0][0]) if updated else None)
 
     def _graph_step(self) -> None:
         """The step as a compiled graph runs it at every call (``nt.compile`` of a training step): with
