@@ -1,4 +1,4 @@
-"""exp, expm1, tanh, erf, log, log1p and float32 pow for the CPU kernels, written so that LLVM vectorizes the loops that call them.
+"""exp, expm1, tanh, erf, log, log1p, pow, sin and cos for the CPU kernels, written so that LLVM vectorizes the loops that call them.
 
 Numba compiles ``math.exp`` to a call of the C library once per element, which no loop vectorizer can
 widen; these are arithmetic, a comparison or two and a bit cast, all of which it can.  ``exp``,
@@ -23,10 +23,12 @@ f)`` and a polynomial in ``s^2``); ``log32``: Cephes' ``logf`` (a polynomial in 
 (``x`` itself where ``u`` rounds to 1); ``expm1_32`` the same in float32.  ``pow32(x, y)``: ``x ** y`` of
 float32 operands as ``exp(y log|x|)`` in float64 (well within a float32 ulp), with the C library's special
 cases (a negative base to an odd integer power, NaN for a negative base to a non-integer, ``x ** 0``,
-``1 ** y`` and ``(-1) ** inf`` are 1); float64 powers have no such form (its error would grow with
-``|y log x|`` in float64 ulps), so they call the C library, but for ``powi64(x, n)``: an integer power by
-binary powering in double-double (exact products by fused multiply-adds), within an ulp where ``|x| ** n`` stays within
-2^-POWI_SAFE and 2^POWI_SAFE; kernels do other arguments again with ``powi64_exact`` (the C library's).
+``1 ** y`` and ``(-1) ** inf`` are 1); in float64 that form's error would grow with ``|y log x|`` in ulps, so
+``powi64(x, n)``, an integer power, is binary powering in double-double (exact products by fused
+multiply-adds), within an ulp where ``|x| ** n`` stays within 2^-POWI_SAFE and 2^POWI_SAFE, and ``pow64(x,
+y)`` is ``e^(y log x)`` with ``log x`` and the product in double-double (``_log_dd``), within an ulp where
+``pow64_safe`` holds (``x`` positive, normal and finite, ``|y log x| < 708``); kernels do other arguments
+again with ``powi64_exact`` and ``pow64_exact`` (the C library's).
 ``sin32`` and ``cos32``: a float32 argument reduced in float64 by Cody and Waite's two-part pi/2 (its
 first 33 bits, whose products by the quotients below 2^20 are exact, and the rest), then the Taylor
 series of sin and cos on the remainder, the quadrant picking one: within an ulp for ``|x| <
@@ -41,6 +43,7 @@ Subnormal inputs are scaled into the normal range first.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from llvmlite import ir
@@ -49,7 +52,7 @@ from numba.extending import intrinsic, overload
 
 __all__ = ["exp", "tanh", "log", "log1p", "expm1", "exp32", "tanh32", "erf32", "log32", "log1p32", "expm1_32",
            "pow32", "sin32", "cos32", "sin32_exact", "cos32_exact", "sin64", "cos64", "sin64_exact", "cos64_exact",
-           "TRIG_LIMIT", "powi64", "powi64_exact", "POWI_SAFE", "exp_of"]
+           "TRIG_LIMIT", "powi64", "powi64_exact", "POWI_SAFE", "pow64", "pow64_safe", "pow64_exact", "exp_of"]
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
@@ -474,6 +477,110 @@ def powi64(x, n):
 @njit(inline="always", cache=True)
 def powi64_exact(x, n):
     return math.pow(x, float(n))
+
+
+#: 2/3 as a sum of two doubles: log64's series needs its s^3 term to more bits than a double holds
+_TWO_THIRDS_HI = 2.0 / 3.0
+_TWO_THIRDS_LO = float(Fraction(2, 3) - Fraction(_TWO_THIRDS_HI))
+#: the largest |y log x| of pow64's own path: e^708 and e^-708 are normal, so 2^n scales exactly
+_POW_REACH = 708.0
+
+
+@njit(inline="always", cache=True)
+def _log_dd(x):
+    """``log(x)`` of a positive, normal, finite float64 as a sum of two doubles, to about 2^-65 of its
+    size: ``x = 2^k m`` with ``m`` in ``[sqrt(1/2), sqrt(2))``, ``log(m) = 2 atanh(s)`` with ``s = (m - 1) / (m +
+    1)`` (``|s| <= 0.1716``) as a double-double, its series ``2s + 2s^3/3`` in double-double and the terms
+    from ``s^5`` on (their Taylor coefficients ``2 / (2i + 1)`` up to ``s^27``: the next is below 2^-70 of
+    ``2s``) in double."""
+    bits = _bits_of_double(x)
+    k = ((bits >> 52) & 0x7FF) - 1023
+    m = _double_from_bits((bits & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000)
+    big = m > 1.4142135623730951
+    m = m * 0.5 if big else m
+    k = k + 1 if big else k
+    f = m - 1.0  # exact: m is within a factor 2 of 1
+    dh = 2.0 + f
+    dl = f - (dh - 2.0)
+    sh = f / dh
+    sl = (_fma(-sh, dh, f) - sh * dl) / dh  # what the quotient misses, over the divisor
+    z = sh * sh
+    t = 2.0 / 27.0
+    t = t * z + 2.0 / 25.0
+    t = t * z + 2.0 / 23.0
+    t = t * z + 2.0 / 21.0
+    t = t * z + 2.0 / 19.0
+    t = t * z + 2.0 / 17.0
+    t = t * z + 2.0 / 15.0
+    t = t * z + 2.0 / 13.0
+    t = t * z + 2.0 / 11.0
+    t = t * z + 2.0 / 9.0
+    t = t * z + 2.0 / 7.0
+    t = t * z + 2.0 / 5.0
+    s2h, s2l = _two_prod(sh, sh)
+    s2l += 2.0 * sh * sl
+    s3h, s3l = _two_prod(s2h, sh)
+    s3l += s2h * sl + s2l * sh
+    ph, pl = _two_prod(s3h, _TWO_THIRDS_HI)  # s^3 (2/3 + s^2 t): the 2/3 in two parts
+    pl += s3h * (_TWO_THIRDS_LO + z * t) + s3l * _TWO_THIRDS_HI
+    lh, ll = _two_sum(2.0 * sh, ph)
+    ll += 2.0 * sl + pl
+    dk = float(k)
+    h, e = _two_sum(dk * _LN2_HI, lh)  # k ln2's high part is exact: its 32 bits times k's 11
+    return h, e + (ll + dk * _LN2_LO)
+
+
+@njit(inline="always", cache=True)
+def pow64_safe(x, y):
+    """Whether :func:`pow64` is exact at ``x, y``: ``x`` positive, normal and finite, and ``|y log x|`` below
+    ``_POW_REACH`` by a bound read off ``x = 2^k m`` (``|log m| <= sqrt(2) |m - 1|`` for ``m`` in
+    ``[sqrt(1/2), sqrt(2))``); NaN and infinite ``y`` fail it."""
+    bits = _bits_of_double(x)
+    k = ((bits >> 52) & 0x7FF) - 1023
+    m = _double_from_bits((bits & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000)
+    big = m > 1.4142135623730951
+    m = m * 0.5 if big else m
+    k = k + 1 if big else k
+    bound = abs(y) * (abs(float(k)) * 0.6931471805599453 + 1.4142135623730951 * abs(m - 1.0))
+    return 2.2250738585072014e-308 <= x <= 1.7976931348623157e308 and bound < _POW_REACH
+
+
+@njit(inline="always", cache=True)
+def pow64(x, y):
+    """``x ** y`` of float64s within an ulp where :func:`pow64_safe` holds (kernels do the others again
+    with ``pow64_exact``, the C library's): ``e^t`` of ``t = y log x`` in double-double (``_log_dd`` times
+    ``y``), ``t = n ln2 + r`` with ``r`` as a double-double (the first difference exact), ``e^r`` as ``1 + r
+    + r^2 P(r)`` with ``P``'s Taylor series to ``r^13 / 15!`` (below 2^-60), times ``2^n``."""
+    lh, ll = _log_dd(x)
+    th, tl = _two_prod(y, lh)
+    tl += y * ll
+    c = min(max(th, -_POW_REACH), _POW_REACH)  # an unsafe argument's reduction stays defined
+    n = int(c * _LOG2E + (0.5 if c >= 0 else -0.5))
+    dn = float(n)
+    rh, rl = _two_sum(c - dn * _LN2_HI, tl - dn * _LN2_LO)
+    p = 1.0 / 1307674368000.0
+    p = p * rh + 1.0 / 87178291200.0
+    p = p * rh + 1.0 / 6227020800.0
+    p = p * rh + 1.0 / 479001600.0
+    p = p * rh + 1.0 / 39916800.0
+    p = p * rh + 1.0 / 3628800.0
+    p = p * rh + 1.0 / 362880.0
+    p = p * rh + 1.0 / 40320.0
+    p = p * rh + 1.0 / 5040.0
+    p = p * rh + 1.0 / 720.0
+    p = p * rh + 1.0 / 120.0
+    p = p * rh + 1.0 / 24.0
+    p = p * rh + 1.0 / 6.0
+    p = p * rh + 0.5
+    q = rh * rh * p
+    eh, el = _two_sum(1.0, rh)
+    el += q + rl * (1.0 + rh + q)
+    return (eh + el) * _pow2(n)
+
+
+@njit(inline="always", cache=True)
+def pow64_exact(x, y):
+    return math.pow(x, y)
 
 
 def exp_of(x):

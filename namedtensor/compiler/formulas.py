@@ -82,7 +82,7 @@ POW_EXPONENTS = {
 #: bit of n and a square, vectorized; a million elements: x ** 4 0.31 ms, x ** 16 0.64, against 1.5 for
 #: NumPy's vectorized pow on this machine, and a chain's kernel saves a pass over memory or more besides).
 #: Larger ones would be as fast, but exact only for |x| within 2^(+-POWI_SAFE / n), narrower as n grows
-#: (2^-14 to 2^14 for x ** 64): a chunk with an argument outside takes the C library's pow, per element
+#: (2^-14 to 2^14 for x ** 64): they take numba_math.pow64, as other exponents do
 INTEGER_POWERS = 16
 _TYPED_NUMBER = re.compile(r"^float(?:32|64)\((.+)\)$")
 #: the texts of the numbers that Python's repr does not spell as literals (the kernels' modules import
@@ -201,17 +201,18 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
 }
 
 #: the formulas that compile to vector instructions on the CPU: arithmetic, comparisons, selections,
-#: square roots, and exp, expm1, tanh, log, log1p, sin and cos (backends/numba_math.py; sin and cos reduce
-#: their argument exactly below numba_math.TRIG_LIMIT, and the kernel does a chunk with a larger one again
-#: with the C library's functions: numba_codegen._exact_pass), forward and backward; the others call the C
-#: library (float64 pow of other exponents than POW_EXPONENTS and integers up to INTEGER_POWERS) one element
-#: at a time, several times slower than NumPy's vectorized loops, so a chain that uses one gets no CPU kernel
+#: square roots, and exp, expm1, tanh, log, log1p, sin, cos and pow (backends/numba_math.py; sin and cos
+#: reduce their argument exactly below numba_math.TRIG_LIMIT, a float64 power is exact where
+#: numba_math.pow64_safe holds, and the kernel does a chunk with another argument again with the C library's
+#: functions: numba_codegen._exact_pass), forward and backward; the others would call the C library one
+#: element at a time, several times slower than NumPy's vectorized loops, so a chain that uses one gets no
+#: CPU kernel
 ARITHMETIC = frozenset({"_Add", "_Sub", "_Mul", "_Div", "_Neg", "_Abs", "_Square", "_Reciprocal", "_Sqrt", "_Rsqrt",
                         "_Relu", "_Maximum", "_Minimum", "_Where", "_Clip", "_Eq", "_Ne", "_Lt", "_Le", "_Gt", "_Ge",
-                        "_Exp", "_Expm1", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Softplus", "_Sin", "_Cos"})
-#: and those that do in float32 chains (numba_math.erf32 is exact to float32's precision only; pow32, any
-#: power, computes in float64, which is exact enough for a float32 result only)
-FLOAT32_ONLY = frozenset({"_Erf", "_Gelu", "_GeluTanh", "_Pow"})
+                        "_Exp", "_Expm1", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Softplus", "_Sin", "_Cos",
+                        "_Pow"})
+#: and those that do in float32 chains (numba_math.erf32 is exact to float32's precision only)
+FLOAT32_ONLY = frozenset({"_Erf", "_Gelu", "_GeluTanh"})
 
 
 #: the formulas whose eager form takes several passes over memory or a slow loop (erf's), so that even
@@ -220,26 +221,22 @@ COMPOSITE = frozenset({"_Gelu", "_GeluTanh", "_Erf", "_Sigmoid", "_Silu", "_Soft
 
 
 def work(chain: Chain) -> int:
-    """A chain's cost per element, in vectorized additions: the composite formulas count 20."""
-    return sum(20 if m.op.__name__ in COMPOSITE else 1 for m in chain.members)
+    """A chain's cost per element, in vectorized additions: the composite formulas count 20, and so does a
+    power but by the numbers of POW_EXPONENTS (a logarithm and an exponential, or an integer power's
+    double-double products)."""
+    return sum(20 if (m.op.__name__ in COMPOSITE or (m.op.__name__ == "_Pow" and _numeric(m.args[1]) not in POW_EXPONENTS))
+               else 1 for m in chain.members)
+
+
+def _numeric(a: Any) -> Optional[float]:
+    return float(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else None
 
 
 def vectorizes(ops: Sequence[Tuple[str, Sequence[Any]]], dtypes: Sequence[str]) -> bool:
     """Whether the formulas of ``ops`` (each an Op class name and its arguments: values, or numbers),
-    computing in ``dtypes``, all vectorize on the CPU; ``pow`` does in float32, and in float64 by the
-    numbers of POW_EXPONENTS and the integers up to INTEGER_POWERS."""
+    computing in ``dtypes``, all vectorize on the CPU."""
     single = all(d in ("float32", "bool") for d in dtypes)
-    return all(n in ARITHMETIC or (single and n in FLOAT32_ONLY)
-               or (n == "_Pow" and _number(args[0]) is None and _vector_power(_number(args[1])))
-               for n, args in ops)
-
-
-def _vector_power(e: Optional[float]) -> bool:
-    return e in POW_EXPONENTS or (e is not None and abs(e) <= INTEGER_POWERS and e == int(e))
-
-
-def _number(a: Any) -> Optional[float]:
-    return float(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else None
+    return all(n in ARITHMETIC or (single and n in FLOAT32_ONLY) for n, _ in ops)
 
 #: the modules whose Op classes the tables name (a class of the same name elsewhere is another op)
 _MODULES = ("namedtensor.ops.elementwise",)

@@ -18,12 +18,13 @@ A chain may end in a sum or mean over any dims, or in a softmax or log-softmax a
 task per row): the chain's values are then never stored.
 
 Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, expm1, tanh, erf, log,
-log1p, float32 pow, sin and cos come from backends/numba_math.py): a call of the C library's float64 pow
-per element is several times slower than NumPy's vectorized loops, so graphs leave such ops unfused.
+log1p, pow, sin and cos come from backends/numba_math.py): a call of the C library per element is several
+times slower than NumPy's vectorized loops, so graphs would leave such ops unfused.
 sin32, cos32, sin64 and cos64 are exact below numba_math.TRIG_LIMIT: a kernel that calls them counts the
 larger arguments and does such a chunk (a reduction's row, a softmax's first pass over a row) again with
 the C library's functions (:func:`_exact_pass`); so does a float64 integer power (numba_math.powi64) with
-an argument whose power might overflow, or lose bits to the subnormals.
+an argument whose power might overflow, or lose bits to the subnormals, and any other float64 power
+(numba_math.pow64) where numba_math.pow64_safe fails.
 
 The source goes to a file under :func:`cache_dir` named by its hash, and Numba caches its machine code
 beside it (``cache=True``), so a second process loads the kernels compiled by the first.  Without Numba
@@ -63,7 +64,7 @@ _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
 _HEAD = ["import numpy as np", "from math import sqrt, fabs, pow",
          "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "
          "log32, log1p32, pow32, sin32, cos32, sin32_exact, cos32_exact, sin64, cos64, sin64_exact, cos64_exact, "
-         "TRIG_LIMIT, powi64, powi64_exact",
+         "TRIG_LIMIT, powi64, powi64_exact, pow64, pow64_safe, pow64_exact",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
@@ -107,10 +108,14 @@ _FLOAT32_MATH = re.compile(r"\b(expm1|exp|tanh|erf|log1p|log|pow|sin|cos)\(")
 _FLOAT64_TRIG = re.compile(r"\b(sin|cos)\(")
 #: a float64 statement's power by an integer (formulas.INTEGER_POWERS), numba_math.powi64 there
 _FLOAT64_POWI = re.compile(r"\bpow\((\w+), float64\((-?\d+)\.0\)\)")
+#: an operand of a formula's call: a name, a typed number, or a name less a number (pow's gradient)
+_OPERAND = r"(?:\w+|float64\([^()]*\))(?: - \d+\.\d*)?"
+#: a float64 statement's other powers, numba_math.pow64 there
+_FLOAT64_POW = re.compile(rf"\bpow\(({_OPERAND}), ({_OPERAND})\)")
 #: a statement's call of a function exact for some arguments only: sin32, cos32, sin64 or cos64 (an argument
-#: below TRIG_LIMIT) or powi64 (a power within 2^-POWI_SAFE and 2^POWI_SAFE), with its argument (a formula's
-#: argument is a name) and powi64's exponent
-_CHECKED = re.compile(r"\b(sin32|cos32|sin64|cos64|powi64)\((\w+)(?:, (-?\d+))?\)")
+#: below TRIG_LIMIT), powi64 (a power within 2^-POWI_SAFE and 2^POWI_SAFE) or pow64 (numba_math.pow64_safe),
+#: with its argument and powi64's exponent or pow64's
+_CHECKED = re.compile(rf"\b(sin32|cos32|sin64|cos64|powi64|pow64)\(({_OPERAND})(?:, (-?\d+(?=\))|{_OPERAND}))?\)")
 
 
 def _float32_function(call: "re.Match") -> str:
@@ -122,13 +127,13 @@ def _statement(var: str, dtype: str, expr: str) -> str:
     """``var = expr`` converted to ``dtype``.  A float32 statement computes in float32, as NumPy's float32
     loops do: its literals become float32 (Numba types a bare ``0.5`` as float64, which would widen the
     whole expression) and it calls numba_math's float32 functions; a float64 one calls numba_math's sin64,
-    cos64 and powi64 (math's sin, cos and pow would call the C library per element)."""
+    cos64, powi64 and pow64 (math's sin, cos and pow would call the C library per element)."""
     if dtype == "bool":
         return f"{var} = {expr}"
     if dtype == "float32":
         expr = _FLOAT32_MATH.sub(_float32_function, _LITERAL.sub(r"float32(\1)", expr))
     elif dtype == "float64":
-        expr = _FLOAT64_POWI.sub(_powi, _FLOAT64_TRIG.sub(r"\g<1>64(", expr))
+        expr = _FLOAT64_POW.sub(r"pow64(\1, \2)", _FLOAT64_POWI.sub(_powi, _FLOAT64_TRIG.sub(r"\g<1>64(", expr)))
     return f"{var} = {dtype}({expr})"
 
 
@@ -244,6 +249,8 @@ def _checked_lines(lines: List[str]) -> bool:
 def _outside(function: str, arg: str, n: str) -> str:
     """The test that ``function`` (a match of _CHECKED, ``n`` its exponent or '') is not exact at ``arg``: a
     NaN is outside a power's range (and sin's NaN is exact), 0 inside a positive power's."""
+    if function == "pow64":
+        return f"not pow64_safe({arg}, {n})"
     if not n:
         return f"abs({arg}) >= TRIG_LIMIT"
     from ..backends.numba_math import POWI_SAFE  # with Numba, which kernels need
