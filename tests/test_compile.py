@@ -2430,8 +2430,9 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
     np.testing.assert_array_equal(out[-8:], want[-8:])
     each(1, x, out)
     want = np.tanh(x)
-    nonzero = np.isfinite(want) & (want != 0)
-    assert np.max(np.abs(out[nonzero] - want[nonzero]) / np.abs(want[nonzero])) < 2e-14
+    # within an ulp and a half everywhere: 1 - 2 / (e^2|x| + 1) cancelled to 57 ulps near |x| = 0.02
+    finite = np.isfinite(x)
+    assert _ulps(out[finite], np.tanh(x[finite].astype(np.longdouble))) <= (1.5 if _WIDE else 2.5)
     np.testing.assert_array_equal(out[-8:-2], want[-8:-2])
 
     # log and log1p over the whole range, subnormals, the edges and the special values
