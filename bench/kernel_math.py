@@ -2,10 +2,10 @@
 
 Each function runs over a million float64 elements (float32 for the ``32`` ones) in a Numba loop
 compiled as nt.compile's kernels are (``error_model='numpy'``, contraction into fused multiply-adds),
-beside the NumPy call that computes the same; the columns take turns in shuffled rounds
+beside the NumPy call that computes the same (SciPy's ``erf``, where SciPy is installed); the columns take turns in shuffled rounds
 (bench/side_by_side.py).  Figures are medians in ms and the median of the per-round ratios; the
 accuracy column is the largest error in ulps against the same function in long double (x86's 64-bit
-significand; the C library's own result where long double is a double).
+significand; the C library's own result where long double is a double, and for ``erf``).
 
     pip install numba
     python bench/kernel_math.py [--rounds 15]
@@ -17,6 +17,7 @@ environment only.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 
 from own_env import run_in_own_environment
@@ -31,6 +32,11 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 from namedtensor.backends import numba_math as nm  # noqa: E402
+
+try:
+    from scipy.special import erf
+except ImportError:  # NumPy has no erf: that row needs SciPy's
+    erf = None
 
 N = 1_000_000
 
@@ -74,6 +80,7 @@ CASES = {
     "x ** 16 (powi64)": (_powi16, lambda x: np.power(x, 16.0), (positive ** 0.1, None), False),
     "x ** y (pow64)": (nm.pow64, np.power, (positive, exponents), True),
     "exp32": (nm.exp32, np.exp, (wide.astype(np.float32), None), False),
+    "erf64": (nm.erf64, erf, (wide * 0.3, None), False),
     "x ** y (pow32)": (nm.pow32, np.power, (positive.astype(np.float32), exponents.astype(np.float32)), True),
 }
 
@@ -88,6 +95,8 @@ def main() -> None:
     print("| function | numba_math | NumPy | numba_math / NumPy | max ulps (numba_math / NumPy) |")
     print("|---|---|---|---|---|")
     for name, (fn, reference, (x, y), binary) in CASES.items():
+        if reference is None:
+            continue
         run = _loop(fn, binary)
         out = np.empty_like(x)
         ys = x if y is None else y
@@ -95,7 +104,10 @@ def main() -> None:
         times = interleaved(fns, ARGS.rounds)
         ratio = statistics.median(a / b for a, b in zip(times["ours"], times["numpy"]))
         wide_x = x.astype(np.longdouble)
-        want = reference(wide_x) if y is None else reference(wide_x, y.astype(np.longdouble))
+        if reference is erf:  # SciPy's erf has no long double loop: the C library's, itself within an ulp
+            want = np.array([math.erf(v) for v in x], np.longdouble)
+        else:
+            want = reference(wide_x) if y is None else reference(wide_x, y.astype(np.longdouble))
         mine, theirs = _ulps(out, want), _ulps(fns["numpy"](), want)
         print(f"| {name} | {statistics.median(times['ours']):.2f} | {statistics.median(times['numpy']):.2f} | "
               f"{ratio:.2f}x | {mine:.2f} / {theirs:.2f} |")

@@ -564,13 +564,29 @@ def test_expm1_fuses_on_the_cpu(dtype):
     assert_close(nt.grad(got.sum(), x)[0], nt.grad(elu(x).sum(), x)[0], rtol=tol, atol=tol)
 
 
-def test_a_chain_without_a_kernel_stays_as_its_ops():
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_every_formula_fuses_on_the_cpu(dtype):
     pytest.importorskip("numba")
-    # erf's CPU formula is exact to float32 only: among float64 values the chain gets no kernel
-    x, y = rnd(5, names=("a",)), rnd(5, names=("a",), seed=1, dtype="float64")
-    cf, got = compiled_quietly(lambda x, y: x.erf() * y, x, y)
-    assert [n.op.name for n in program(cf).graph.nodes] == ["erf", "mul"]
-    assert_close(got, x.erf() * y, rtol=0, atol=0)
+    from namedtensor.compiler import formulas
+
+    x = nt.tensor(np.random.default_rng(0).uniform(0.1, 0.9, (4, 50)), names=("a", "b"), dtype=dtype).requires_grad_()
+
+    def fn(x):  # each formula of formulas.SCALAR once, in one chain
+        y = (x + 0.5) - 0.25
+        y = (y * 1.5) / 1.25
+        y = -y.abs().square().reciprocal().exp().expm1().log().log1p().sqrt().rsqrt()
+        y = y.sin() + y.cos() + y.tanh() + y.sigmoid() + F.silu(y) + nt.softplus(y) + y.erf()
+        y = F.gelu(y) + F.gelu(y, approximate="tanh") + y.relu() + nt.maximum(y, 0.3) + nt.minimum(y, 0.6)
+        y = nt.where(y == 0.2, 0.0, y) + nt.where(y != 0.4, y, 1.0) + nt.where(y < 3.0, y, 2.0)
+        y = nt.where(y <= 3.5, y, 3.0) + nt.where(y > -1.0, y, 4.0) + nt.where(y >= -2.0, y, 5.0)
+        return y.clip(-5.0, 5.0) ** 1.7 + x ** 3
+
+    cf, got = compiled_quietly(fn, x)
+    (node,) = program(cf).graph.nodes
+    assert {m.op.__name__ for m in node.op.chain.members} == set(formulas.SCALAR)
+    tol = 1e-5 if dtype == "float32" else 1e-13
+    assert_close(got, fn(x), rtol=tol, atol=tol)
+    assert_close(nt.grad(got.sum(), x)[0], nt.grad(fn(x).sum(), x)[0], rtol=10 * tol, atol=10 * tol)
 
 
 # ----------------------------------------------------------------------------- eager fallback
@@ -2916,6 +2932,64 @@ def test_pow32_is_within_a_float32_ulp_of_numpy_with_its_special_cases():
     normal = np.isfinite(want) & (np.abs(want) >= np.finfo(np.float32).tiny)
     ulps = np.abs(got[normal].astype(float) - want[normal]) / np.spacing(np.abs(want[normal]))
     assert ulps.max() <= 1.0
+
+
+def test_float64_erf_of_cpu_kernels_is_within_an_ulp_of_the_c_librarys():
+    numba = pytest.importorskip("numba")
+    from namedtensor.backends import numba_math
+
+    @numba.njit(error_model="numpy", fastmath={"contract"})  # as the kernels compile them
+    def each(a, out):
+        for i in range(a.shape[0]):
+            out[i] = numba_math.erf64(a[i])
+
+    # every range of fdlibm's approximations and their edges, tiny and subnormal arguments
+    edges = np.array([0.84375, 1.25, 1 / 0.35, 6.0])
+    x = np.concatenate([np.linspace(-7, 7, 100001), np.exp(np.linspace(-700, 2, 50001)), -np.exp(np.linspace(-30, 2, 20001)),
+                        edges, np.nextafter(edges, 0), -edges, [5e-324, -1e-310, 1e-300]])
+    out = np.empty_like(x)
+    each(x, out)
+    want = np.array([math.erf(v) for v in x])
+    nonzero = want != 0
+    assert np.max(np.abs(out - want)[nonzero] / np.spacing(np.abs(want[nonzero]))) <= 1.0
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0])
+    out = np.empty_like(special)
+    each(special, out)
+    np.testing.assert_array_equal(out, [np.nan, 1.0, -1.0, 0.0, -0.0])
+    assert list(np.signbit(out[3:])) == [False, True]
+
+
+_FLOAT64_ERFS = {
+    "gelu": (lambda x, w: F.gelu(x * w + 0.1) * 2.0, "fused[mul+add+gelu+mul]"),
+    "gelu tanh": (lambda x, w: F.gelu(x * w + 0.1, approximate="tanh") * 2.0, "fused[mul+add+gelu+mul]"),
+    "erf": (lambda x, w: (x * w).erf() + x, "fused[mul+erf+add]"),
+    "mean of gelu": (lambda x, w: F.gelu(x * w).mean("b"), "fused[mul+gelu+mean]"),
+}
+
+
+@pytest.mark.parametrize("case", list(_FLOAT64_ERFS))
+def test_float64_chains_with_erf_and_gelu_fuse(case):
+    pytest.importorskip("numba")
+    fn, label = _FLOAT64_ERFS[case]
+    a = np.random.default_rng(0).standard_normal((6, 3000)) * 3
+    a[0, :7] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-310, 40.0]
+    x = nt.tensor(a, names=("a", "b")).requires_grad_()
+    w = nt.tensor(np.random.default_rng(1).uniform(0.5, 1.5, 3000), names=("b",)).requires_grad_()
+    with np.errstate(all="ignore"):
+        cf, got = compiled_quietly(fn, x, w)
+        want = fn(x, w)
+        r = nt.tensor(np.random.default_rng(2).standard_normal(got.shape), names=got.names)
+        grads, wanted = nt.grad((got * r).sum(), [x, w]), nt.grad((want * r).sum(), [x, w])
+    assert [n.op.name for n in program(cf).graph.nodes] == [label]
+    for g, e in [(got, want), *zip(grads, wanted)]:
+        g, e = g.detach().numpy(), e.detach().numpy()
+        assert np.array_equal(np.isnan(g), np.isnan(e)) and np.array_equal(g[np.isinf(e)], e[np.isinf(e)])
+        finite = np.isfinite(e)
+        # 1 + erf(x) and 1 + tanh(x) cancel for negative x in both: a few ulps of the largest value
+        assert_close(g[finite], e[finite], rtol=1e-13, atol=1e-14 * np.abs(e[finite]).max(initial=0.0))
+    xs = nt.tensor(np.random.default_rng(3).standard_normal((3, 8)), names=("a", "b")).requires_grad_()
+    ws = nt.tensor(np.random.default_rng(4).uniform(0.5, 1.5, 8), names=("b",)).requires_grad_()
+    assert gradcheck(nt.compile(fn), xs, ws)
 
 
 def test_float32_powers_of_any_operands_fuse():

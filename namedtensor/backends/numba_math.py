@@ -15,7 +15,8 @@ to the subnormals come out.  ``tanh``: ``1 - 2 / (e^{2|x|} + 1)`` with the sign,
 polynomial (degree 7), in int32 and float32 so that AVX2 converts and shifts eight lanes at once.
 ``tanh32``: Eigen's rational approximation (degree 13 over 6) on ``|x| < 7.9``, ±1 beyond.  ``erf32``:
 the rational approximation of Eigen's ``generic_fast_erf_float`` on ``(-4, 4)``, ±1 beyond (float32
-holds nothing else there), as the NumPy backend's float32 ``erf`` computes it.  ``log``: fdlibm's
+holds nothing else there), as the NumPy backend's float32 ``erf`` computes it.  ``erf64``: fdlibm's
+``s_erf.c`` without branches (each range's rational approximation, then a selection), within an ulp.  ``log``: fdlibm's
 ``__ieee754_log`` (the significand brought to ``[sqrt(1/2), sqrt(2))``, ``log(1 + f)`` by ``s = f / (2 +
 f)`` and a polynomial in ``s^2``); ``log32``: Cephes' ``logf`` (a polynomial in ``f``, no division).
 ``log1p(x)``: ``log(u)`` of ``u = 1 + x`` corrected by the rounding of that sum, ``((u - 1) - x) / u``.
@@ -52,7 +53,7 @@ from numba.extending import intrinsic, overload
 
 __all__ = ["exp", "tanh", "log", "log1p", "expm1", "exp32", "tanh32", "erf32", "log32", "log1p32", "expm1_32",
            "pow32", "sin32", "cos32", "sin32_exact", "cos32_exact", "sin64", "cos64", "sin64_exact", "cos64_exact",
-           "TRIG_LIMIT", "powi64", "powi64_exact", "POWI_SAFE", "pow64", "pow64_safe", "pow64_exact", "exp_of"]
+           "erf64", "TRIG_LIMIT", "powi64", "powi64_exact", "POWI_SAFE", "pow64", "pow64_safe", "pow64_exact", "exp_of"]
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
@@ -313,6 +314,62 @@ def pow32(x, y):
     out = np.sqrt(xd) if (xd < 0.0 and xd != -float("inf") and not whole and yd == yd) else out
     out = 1.0 if (yd == 0.0 or xd == 1.0 or (xd == -1.0 and abs(yd) == float("inf"))) else out
     return float32(out)
+
+
+# fdlibm's s_erf.c: erf on |x| < 0.84375 (pp over qq), on [0.84375, 1.25) (erx + pa over qa, in |x| - 1),
+# and 1 - e^(-x^2 - 0.5625 + ra over sa, or rb over sb from 1/0.35 on, in 1/x^2) / |x| up to 6
+_ERX = 8.45062911510467529297e-01
+_PP = (1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02,
+       -5.77027029648944159157e-03, -2.37630166566501626084e-05)
+_QQ = (3.97917223959155352819e-01, 6.50222499887672944485e-02, 5.08130628187576562776e-03,
+       1.32494738004321644526e-04, -3.96022827877536812320e-06)
+_PA = (-2.36211856075265944077e-03, 4.14856118683748331666e-01, -3.72207876035701323847e-01,
+       3.18346619901161753674e-01, -1.10894694282396677476e-01, 3.54783043256182359371e-02,
+       -2.16637559486879084300e-03)
+_QA = (1.06420880400844228286e-01, 5.40397917702171048937e-01, 7.18286544141962662868e-02,
+       1.26171219808761642112e-01, 1.36370839120290507362e-02, 1.19844998467991074170e-02)
+_RA = (-9.86494403484714822705e-03, -6.93858572707181764372e-01, -1.05586262253232909814e+01,
+       -6.23753324503260060396e+01, -1.62396669462573470355e+02, -1.84605092906711035994e+02,
+       -8.12874355063065934246e+01, -9.81432934416914548592e+00)
+_SA = (1.96512716674392571292e+01, 1.37657754143519042600e+02, 4.34565877475229228821e+02,
+       6.45387271733267880336e+02, 4.29008140027567833386e+02, 1.08635005541779435134e+02,
+       6.57024977031928170135e+00, -6.04244152148580987438e-02)
+_RB = (-9.86494292470009928597e-03, -7.99283237680523006574e-01, -1.77579549177547519889e+01,
+       -1.60636384855821916062e+02, -6.37566443368389627722e+02, -1.02509513161107724954e+03,
+       -4.83519191608651397019e+02, 0.0)
+_SB = (3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.53672958608443695994e+03,
+       3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02,
+       -2.24409524465858183362e+01, 0.0)
+
+
+@njit(inline="always", cache=True)
+def erf64(x):
+    """``erf`` of a float64 within about an ulp, fdlibm's approximations on each of its ranges computed
+    without branches (every range's rational, then a selection), the tail's ``e^(-x^2)`` as two
+    exponentials of ``z``, ``x`` with its low 32 bits cleared, whose square is exact."""
+    x = float(x)
+    a = abs(x)
+    z = x * x
+    small = x + x * ((_PP[0] + z * (_PP[1] + z * (_PP[2] + z * (_PP[3] + z * _PP[4]))))
+                     / (1.0 + z * (_QQ[0] + z * (_QQ[1] + z * (_QQ[2] + z * (_QQ[3] + z * _QQ[4]))))))
+    d = a - 1.0
+    p = _PA[0] + d * (_PA[1] + d * (_PA[2] + d * (_PA[3] + d * (_PA[4] + d * (_PA[5] + d * _PA[6])))))
+    q = 1.0 + d * (_QA[0] + d * (_QA[1] + d * (_QA[2] + d * (_QA[3] + d * (_QA[4] + d * _QA[5])))))
+    middle = _ERX + p / q
+    t = 1.0 / (z if a < 6.0 else 36.0)
+    far = a >= 2.857142857142857
+    r0, r1, r2, r3 = (_RB[0], _RB[1], _RB[2], _RB[3]) if far else (_RA[0], _RA[1], _RA[2], _RA[3])
+    r4, r5, r6, r7 = (_RB[4], _RB[5], _RB[6], _RB[7]) if far else (_RA[4], _RA[5], _RA[6], _RA[7])
+    s0, s1, s2, s3 = (_SB[0], _SB[1], _SB[2], _SB[3]) if far else (_SA[0], _SA[1], _SA[2], _SA[3])
+    s4, s5, s6, s7 = (_SB[4], _SB[5], _SB[6], _SB[7]) if far else (_SA[4], _SA[5], _SA[6], _SA[7])
+    rr = r0 + t * (r1 + t * (r2 + t * (r3 + t * (r4 + t * (r5 + t * (r6 + t * r7))))))
+    ss = 1.0 + t * (s0 + t * (s1 + t * (s2 + t * (s3 + t * (s4 + t * (s5 + t * (s6 + t * s7)))))))
+    b = min(a, 6.0)
+    hi = _double_from_bits(_bits_of_double(b) & -4294967296)  # the low 32 bits cleared: hi * hi is exact
+    tail = 1.0 - exp(-hi * hi - 0.5625) * exp((hi - b) * (hi + b) + rr / ss) / b
+    big = middle if a < 1.25 else (tail if a < 6.0 else 1.0)
+    big = big if x > 0 else -big
+    return small if a < 0.84375 else (x if x != x else big)
 
 
 #: |x| below which sin32 and cos32 are exact (to about an ulp); kernels rerun larger ones with the

@@ -38,21 +38,15 @@ __all__ = ["compile", "CompiledFunction", "optimize_for"]
 
 def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
     """Which nodes a graph on ``backend`` fuses (None: none): those whose chains get a generated kernel
-    there, since a fused op without one would only add the recomputation of its backward.  CuPy: every
-    formula; NumPy, with Numba: the formulas that vectorize (formulas.vectorizes); other backends none."""
-    if backend == "cupy":
-        def here(n: Node, values) -> bool:
-            return True
-    elif backend == "numpy" and numba_codegen.numba_available():
-        def here(n: Node, values) -> bool:
-            return formulas.vectorizes([(n.op.__name__, n.args)], [v.dtype for v in values])
-    else:
+    there, since a fused op without one would only add the recomputation of its backward.  CuPy, and
+    NumPy with Numba: every formula (formulas.SCALAR); other backends none."""
+    if not (backend == "cupy" or (backend == "numpy" and numba_codegen.numba_available())):
         return None
 
     def fusible(n: Node) -> bool:
         values = [*n.outputs, *(a for a in n.args if isinstance(a, Value))]
         return (len(n.outputs) == 1 and formulas.scalar_op(n.op) and formulas.fusible_dtypes(values)
-                and here(n, values) and all(isinstance(a, (Value, bool, int, float)) for a in n.args))
+                and all(isinstance(a, (Value, bool, int, float)) for a in n.args))
 
     return fusible
 

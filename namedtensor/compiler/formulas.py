@@ -23,9 +23,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..ops.fusion import Chain
 from .ir import Value
 
-__all__ = ["SCALAR", "GRAD", "ARITHMETIC", "FLOAT32_ONLY", "COMPOSITE", "POW_EXPONENTS", "INTEGER_POWERS",
+__all__ = ["SCALAR", "GRAD", "COMPOSITE", "POW_EXPONENTS", "INTEGER_POWERS",
            "REDUCTIONS", "SOFTMAXES",
-           "reduced_axes", "mean_scale", "reduces", "softmaxes_last", "softmax_seed", "softmax_row_term", "split_reduction", "broadcast_shape", "work", "vectorizes", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+           "reduced_axes", "mean_scale", "reduces", "softmaxes_last", "softmax_seed", "softmax_row_term", "split_reduction", "broadcast_shape", "work", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
 Statement = Tuple[str, str, str]  # (variable, dtype, expression)
@@ -120,7 +120,14 @@ def _gelu_tanh_grad(x: str, g: str) -> str:
     return f"({g} * (0.5 * (1.0 + {inner}) + 0.5 * {x} * (1.0 - {inner} * {inner}) * {slope}))"
 
 
-#: Op class name -> the formula of one element from its operands' texts and the op's params
+#: Op class name -> the formula of one element from its operands' texts and the op's params.  Every
+#: formula compiles to vector instructions on the CPU, in float32 and float64: arithmetic, comparisons,
+#: selections, square roots, and exp, expm1, tanh, erf, log, log1p, sin, cos and pow through
+#: backends/numba_math.py (sin and cos reduce their argument exactly below numba_math.TRIG_LIMIT, a float64
+#: power is exact where numba_math.pow64_safe holds, and the kernel does a chunk with another argument
+#: again with the C library's functions: numba_codegen._exact_pass).  A formula that called the C library
+#: one element at a time would be several times slower than NumPy's vectorized loops: numba_math needs a
+#: function of its own before such a formula joins this table.
 SCALAR: Dict[str, Callable[[List[str], Dict[str, Any]], str]] = {
     "_Add": lambda a, p: f"({a[0]} + {a[1]})",
     "_Sub": lambda a, p: f"({a[0]} - {a[1]})",
@@ -200,21 +207,6 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
     "_Clip": _clip_grad,
 }
 
-#: the formulas that compile to vector instructions on the CPU: arithmetic, comparisons, selections,
-#: square roots, and exp, expm1, tanh, log, log1p, sin, cos and pow (backends/numba_math.py; sin and cos
-#: reduce their argument exactly below numba_math.TRIG_LIMIT, a float64 power is exact where
-#: numba_math.pow64_safe holds, and the kernel does a chunk with another argument again with the C library's
-#: functions: numba_codegen._exact_pass), forward and backward; the others would call the C library one
-#: element at a time, several times slower than NumPy's vectorized loops, so a chain that uses one gets no
-#: CPU kernel
-ARITHMETIC = frozenset({"_Add", "_Sub", "_Mul", "_Div", "_Neg", "_Abs", "_Square", "_Reciprocal", "_Sqrt", "_Rsqrt",
-                        "_Relu", "_Maximum", "_Minimum", "_Where", "_Clip", "_Eq", "_Ne", "_Lt", "_Le", "_Gt", "_Ge",
-                        "_Exp", "_Expm1", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Softplus", "_Sin", "_Cos",
-                        "_Pow"})
-#: and those that do in float32 chains (numba_math.erf32 is exact to float32's precision only)
-FLOAT32_ONLY = frozenset({"_Erf", "_Gelu", "_GeluTanh"})
-
-
 #: the formulas whose eager form takes several passes over memory or a slow loop (erf's), so that even
 #: alone, one generated CPU kernel is faster than the eager op
 COMPOSITE = frozenset({"_Gelu", "_GeluTanh", "_Erf", "_Sigmoid", "_Silu", "_Softplus", "_Sin", "_Cos"})
@@ -232,11 +224,6 @@ def _numeric(a: Any) -> Optional[float]:
     return float(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else None
 
 
-def vectorizes(ops: Sequence[Tuple[str, Sequence[Any]]], dtypes: Sequence[str]) -> bool:
-    """Whether the formulas of ``ops`` (each an Op class name and its arguments: values, or numbers),
-    computing in ``dtypes``, all vectorize on the CPU."""
-    single = all(d in ("float32", "bool") for d in dtypes)
-    return all(n in ARITHMETIC or (single and n in FLOAT32_ONLY) for n, _ in ops)
 
 #: the modules whose Op classes the tables name (a class of the same name elsewhere is another op)
 _MODULES = ("namedtensor.ops.elementwise",)

@@ -17,9 +17,9 @@ the compile time).
 A chain may end in a sum or mean over any dims, or in a softmax or log-softmax along its last dim (one
 task per row): the chain's values are then never stored.
 
-Only chains of formulas that vectorize get a kernel (formulas.vectorizes; exp, expm1, tanh, erf, log,
-log1p, pow, sin and cos come from backends/numba_math.py): a call of the C library per element is several
-times slower than NumPy's vectorized loops, so graphs would leave such ops unfused.
+Every formula compiles to vector instructions (formulas.SCALAR; exp, expm1, tanh, erf, log, log1p, pow,
+sin and cos come from backends/numba_math.py): a call of the C library per element would be several times
+slower than NumPy's vectorized loops.
 sin32, cos32, sin64 and cos64 are exact below numba_math.TRIG_LIMIT: a kernel that calls them counts the
 larger arguments and does such a chunk (a reduction's row, a softmax's first pass over a row) again with
 the C library's functions (:func:`_exact_pass`); so does a float64 integer power (numba_math.powi64) with
@@ -52,7 +52,7 @@ from ..ops.fusion import Chain
 from . import formulas
 from .ir import Value
 
-__all__ = ["numba_available", "cache_dir", "vectorizes", "forward_kernel", "backward_kernel"]
+__all__ = ["numba_available", "cache_dir", "forward_kernel", "backward_kernel"]
 
 _NUMBA: Dict[str, Any] = {}
 _CHUNK = 2048  # elements of a row per task
@@ -63,7 +63,7 @@ _PARALLEL_FROM = 1 << 24
 _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
 _HEAD = ["import numpy as np", "from math import sqrt, fabs, pow",
          "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "
-         "log32, log1p32, pow32, sin32, cos32, sin32_exact, cos32_exact, sin64, cos64, sin64_exact, cos64_exact, "
+         "log32, log1p32, pow32, erf64, sin32, cos32, sin32_exact, cos32_exact, sin64, cos64, sin64_exact, cos64_exact, "
          "TRIG_LIMIT, powi64, powi64_exact, pow64, pow64_safe, pow64_exact",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
@@ -104,8 +104,8 @@ def cache_dir() -> Path:
 #: a float literal of a formula's text that is not yet typed
 _LITERAL = re.compile(r"(?<!float32\()(?<!float64\()(?<![\w.])(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
 _FLOAT32_MATH = re.compile(r"\b(expm1|exp|tanh|erf|log1p|log|pow|sin|cos)\(")
-#: a float64 statement's sin and cos, numba_math's vectorized ones there
-_FLOAT64_TRIG = re.compile(r"\b(sin|cos)\(")
+#: a float64 statement's sin, cos and erf, numba_math's vectorized ones there
+_FLOAT64_MATH = re.compile(r"\b(sin|cos|erf)\(")
 #: a float64 statement's power by an integer (formulas.INTEGER_POWERS), numba_math.powi64 there
 _FLOAT64_POWI = re.compile(r"\bpow\((\w+), float64\((-?\d+)\.0\)\)")
 #: an operand of a formula's call: a name, a typed number, or a name less a number (pow's gradient)
@@ -127,13 +127,13 @@ def _statement(var: str, dtype: str, expr: str) -> str:
     """``var = expr`` converted to ``dtype``.  A float32 statement computes in float32, as NumPy's float32
     loops do: its literals become float32 (Numba types a bare ``0.5`` as float64, which would widen the
     whole expression) and it calls numba_math's float32 functions; a float64 one calls numba_math's sin64,
-    cos64, powi64 and pow64 (math's sin, cos and pow would call the C library per element)."""
+    cos64, erf64, powi64 and pow64 (math's would call the C library per element)."""
     if dtype == "bool":
         return f"{var} = {expr}"
     if dtype == "float32":
         expr = _FLOAT32_MATH.sub(_float32_function, _LITERAL.sub(r"float32(\1)", expr))
     elif dtype == "float64":
-        expr = _FLOAT64_POW.sub(r"pow64(\1, \2)", _FLOAT64_POWI.sub(_powi, _FLOAT64_TRIG.sub(r"\g<1>64(", expr)))
+        expr = _FLOAT64_POW.sub(r"pow64(\1, \2)", _FLOAT64_POWI.sub(_powi, _FLOAT64_MATH.sub(r"\g<1>64(", expr)))
     return f"{var} = {dtype}({expr})"
 
 
@@ -548,17 +548,9 @@ def _runner(module, shape, out_dtypes: List[str], work: int) -> Callable:
     return run
 
 
-def vectorizes(chain: Chain, inputs: Sequence[Value]) -> bool:
-    """Whether every member's formula compiles to vector instructions (formulas.vectorizes)."""
-    part = formulas.split_reduction(chain)[0]
-    return formulas.vectorizes([(m.op.__name__, m.args) for m in part.members],
-                               [*formulas.chain_dtypes(chain), *(v.dtype for v in inputs)])
-
-
 def forward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Optional[Callable]:
-    """``kernel(B, arrays) -> outputs`` computing ``chain`` on the NumPy backend; None without Numba or
-    for a chain whose kernel would be slower than NumPy's loops (see formulas.ARITHMETIC)."""
-    if not vectorizes(chain, inputs) or not numba_available():
+    """``kernel(B, arrays) -> outputs`` computing ``chain`` on the NumPy backend; None without Numba."""
+    if not numba_available():
         return None
     kind = formulas.split_reduction(chain)[1]
     if kind in formulas.SOFTMAXES.values():
@@ -582,7 +574,7 @@ def backward_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Val
     ``grad_shape``: the output gradients' shape where they broadcast (by default the outputs').  ``seed``:
     the output's gradient ``go0`` computed per element by a statement from arrays of its own (their names
     and broadcasts), which the kernel then takes in the output gradients' place."""
-    if not vectorizes(chain, inputs) or not numba_available():
+    if not numba_available():
         return None
     kind = formulas.split_reduction(chain)[1]
     if kind in formulas.SOFTMAXES.values():
