@@ -10,15 +10,16 @@ absolute error under 5e-7), as XLA's float32 kernels are.
 
 ``exp``: ``x = n ln2 + r`` with ``|r| <= ln2 / 2`` (Cody and Waite's two-part ln2), ``e^r`` by its
 Taylor series to degree 13, ``2^n`` built from the exponent bits in two halves so that results down
-to the subnormals come out.  ``tanh``: ``1 - 2 / (e^{2|x|} + 1)`` with the sign, Cephes' rational approximation
-(degree 2 over 3 in ``x^2``) for ``|x| < 0.625``, where the difference would cancel: within 1.4 ulp.  ``exp32``: the same reduction with Cephes' ``expf``
-polynomial (degree 7), in int32 and float32 so that AVX2 converts and shifts eight lanes at once.
+to the subnormals come out.  ``tanh``: ``1 - 2 / (e^{2|x|} + 1)`` with the sign, Cephes' rational
+approximation (degree 2 over 3 in ``x^2``) for ``|x| < 0.625``, where the difference would cancel: within
+1.4 ulp.  ``exp32``: the same reduction with Cephes' ``expf`` polynomial (degree 7), in int32 and float32
+so that AVX2 converts and shifts eight lanes at once.
 ``tanh32``: Eigen's rational approximation (degree 13 over 6) on ``|x| < 7.9``, ±1 beyond.  ``erf32``:
 the rational approximation of Eigen's ``generic_fast_erf_float`` on ``(-4, 4)``, ±1 beyond (float32
 holds nothing else there), as the NumPy backend's float32 ``erf`` computes it.  ``erf64``: fdlibm's
-``s_erf.c`` without branches (each range's rational approximation, then a selection), within an ulp.  ``log``: fdlibm's
-``__ieee754_log`` (the significand brought to ``[sqrt(1/2), sqrt(2))``, ``log(1 + f)`` by ``s = f / (2 +
-f)`` and a polynomial in ``s^2``); ``log32``: Cephes' ``logf`` (a polynomial in ``f``, no division).
+``s_erf.c`` without branches (each range's rational approximation, then a selection), within an ulp.
+``log``: fdlibm's ``__ieee754_log`` (the significand brought to ``[sqrt(1/2), sqrt(2))``, ``log(1 + f)`` by
+``s = f / (2 + f)`` and a polynomial in ``s^2``); ``log32``: Cephes' ``logf`` (a polynomial in ``f``, no division).
 ``log1p(x)``: ``log(u)`` of ``u = 1 + x`` corrected by the rounding of that sum, ``((u - 1) - x) / u``.
 ``expm1(x)``: Kahan's ``(u - 1) x / log(u)`` of ``u = e^x``, whose rounding error the ratio cancels
 (``x`` itself where ``u`` rounds to 1); ``expm1_32`` the same in float32.  ``pow32(x, y)``: ``x ** y`` of
@@ -540,7 +541,7 @@ def powi64_exact(x, n):
     return math.pow(x, float(n))
 
 
-#: 2/3 as a sum of two doubles: log64's series needs its s^3 term to more bits than a double holds
+#: 2/3 as a sum of two doubles: _log_dd's series needs its s^3 term to more bits than a double holds
 _TWO_THIRDS_HI = 2.0 / 3.0
 _TWO_THIRDS_LO = float(Fraction(2, 3) - Fraction(_TWO_THIRDS_HI))
 #: the largest |y log x| of pow64's own path: e^708 and e^-708 are normal, so 2^n scales exactly
