@@ -766,3 +766,34 @@ def test_compiled_writes_into_op_results_and_factory_tensors_on_the_device():
     gpu = [p for key, p in compiled._cache.items() if "on cuda" in "; ".join(capture.describe_key(key))][0]
     writes = [n.params.get("in_place", False) for n in gpu.graph.nodes if n.op.name == "setitem"]
     assert writes == [True, False, True]
+
+
+def test_a_profile_times_an_optimizer_step_and_clipping_on_the_device():
+    lin = nn.Linear("feat", "cls", 64, 16).to("cuda")
+    x = rnd(32, 64, names=("batch", "feat")).to("cuda")
+    opt = optim.AdamW(lin.parameters(), lr=0.1)
+    (lin(x) ** 2).sum().backward()
+    with nt.profile() as prof:
+        optim.clip_grad_norm_(lin.parameters(), 1e-3)
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+    params = lin.weight.array.nbytes + lin.bias.array.nbytes
+    rows = {e.name: e for e in prof.events}
+    # each parameter, grad and moment read once; the parameter and its two moments written
+    assert rows["Optimizer.step#AdamW.step"].bytes == 7 * params
+    assert rows["clip_grad_norm_"].bytes == 3 * params and rows["Optimizer.zero_grad#AdamW.zero_grad"].bytes == params
+    assert all(e.duration_ns > 0 for e in prof.events)
+    assert float(lin.weight.grad.abs().sum().item()) == 0.0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_compiled_powers_erf_and_gelu_on_the_device_equal_the_cpus(dtype):
+    fn = lambda x, y: ((x * 0.5).abs() ** (y * 0.3) + (x * 1.0) ** 2.5 + F.gelu(x * y) + (x * y).erf(),
+                       2.0 ** (y * 0.5) - F.gelu(x, approximate="tanh"))
+    x = rnd(64, 300, names=("a", "b"), dtype=dtype)
+    y = rnd(300, names=("b",), seed=1, dtype=dtype)
+    with np.errstate(invalid="ignore"):  # NumPy's NaN for a negative base to 2.5, as CUDA's pow gives
+        want = fn(x, y)
+    got = nt.compile(fn)(x.to("cuda"), y.to("cuda"))
+    for g, e in zip(got, want):
+        assert_close(g.cpu(), e, **(F32 if dtype == "float32" else {"rtol": 1e-12, "atol": 1e-12}))
