@@ -564,29 +564,35 @@ def test_expm1_fuses_on_the_cpu(dtype):
     assert_close(nt.grad(got.sum(), x)[0], nt.grad(elu(x).sum(), x)[0], rtol=tol, atol=tol)
 
 
+#: short chains that together use every formula of formulas.SCALAR (one long chain would be one kernel
+#: that takes Numba a minute to compile)
+_EVERY_FORMULA = [
+    lambda x: ((x + 0.5) - 0.25) * 1.5 / 1.25,
+    lambda x: -(x.abs().square().reciprocal().exp().expm1().log().log1p().sqrt().rsqrt()),
+    lambda x: x.sin() + x.cos() + x.tanh() + x.sigmoid(),
+    lambda x: F.silu(x) + nt.softplus(x) + x.erf(),
+    lambda x: F.gelu(x) + F.gelu(x, approximate="tanh") + x.relu(),
+    lambda x: nt.maximum(x, 0.3) + nt.minimum(x, 0.6) + x.clip(-5.0, 5.0) ** 1.7,
+    lambda x: nt.where(x == 0.2, 0.0, x) + nt.where(x != 0.4, x, 1.0) + nt.where(x < 0.5, x, 2.0),
+    lambda x: nt.where(x <= 0.5, x, 3.0) + nt.where(x > 0.3, x, 4.0) + nt.where(x >= 0.3, x, 5.0),
+]
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_every_formula_fuses_on_the_cpu(dtype):
     pytest.importorskip("numba")
     from namedtensor.compiler import formulas
 
     x = nt.tensor(np.random.default_rng(0).uniform(0.1, 0.9, (4, 50)), names=("a", "b"), dtype=dtype).requires_grad_()
-
-    def fn(x):  # each formula of formulas.SCALAR once, in one chain
-        y = (x + 0.5) - 0.25
-        y = (y * 1.5) / 1.25
-        y = -y.abs().square().reciprocal().exp().expm1().log().log1p().sqrt().rsqrt()
-        y = y.sin() + y.cos() + y.tanh() + y.sigmoid() + F.silu(y) + nt.softplus(y) + y.erf()
-        y = F.gelu(y) + F.gelu(y, approximate="tanh") + y.relu() + nt.maximum(y, 0.3) + nt.minimum(y, 0.6)
-        y = nt.where(y == 0.2, 0.0, y) + nt.where(y != 0.4, y, 1.0) + nt.where(y < 3.0, y, 2.0)
-        y = nt.where(y <= 3.5, y, 3.0) + nt.where(y > -1.0, y, 4.0) + nt.where(y >= -2.0, y, 5.0)
-        return y.clip(-5.0, 5.0) ** 1.7 + x ** 3
-
-    cf, got = compiled_quietly(fn, x)
-    (node,) = program(cf).graph.nodes
-    assert {m.op.__name__ for m in node.op.chain.members} == set(formulas.SCALAR)
     tol = 1e-5 if dtype == "float32" else 1e-13
-    assert_close(got, fn(x), rtol=tol, atol=tol)
-    assert_close(nt.grad(got.sum(), x)[0], nt.grad(fn(x).sum(), x)[0], rtol=10 * tol, atol=10 * tol)
+    used = set()
+    for fn in _EVERY_FORMULA:
+        cf, got = compiled_quietly(fn, x)
+        (node,) = program(cf).graph.nodes  # one fused node: every formula has its kernel
+        used |= {m.op.__name__ for m in node.op.chain.members}
+        assert_close(got, fn(x), rtol=tol, atol=tol)
+        assert_close(nt.grad(got.sum(), x)[0], nt.grad(fn(x).sum(), x)[0], rtol=10 * tol, atol=10 * tol)
+    assert used == set(formulas.SCALAR)
 
 
 # ----------------------------------------------------------------------------- eager fallback
