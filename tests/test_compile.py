@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import namedtensor as nt
 from namedtensor import nn
 from namedtensor.backends import numpy_kernels, thread_pool
-from namedtensor.compiler import CompiledFunction, cuda_codegen, numba_codegen
+from namedtensor.compiler import CompiledFunction, cuda_codegen, formulas, numba_codegen
 from namedtensor.nn import functional as F
 from namedtensor.testing import assert_close, gradcheck, gradgradcheck
 from helpers import clipped_batchnorm_step, rnd
@@ -581,8 +581,6 @@ _EVERY_FORMULA = [
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_every_formula_fuses_on_the_cpu(dtype):
     pytest.importorskip("numba")
-    from namedtensor.compiler import formulas
-
     x = nt.tensor(np.random.default_rng(0).uniform(0.1, 0.9, (4, 50)), names=("a", "b"), dtype=dtype).requires_grad_()
     tol = 1e-5 if dtype == "float32" else 1e-13
     used = set()
@@ -593,6 +591,29 @@ def test_every_formula_fuses_on_the_cpu(dtype):
         assert_close(got, fn(x), rtol=tol, atol=tol)
         assert_close(nt.grad(got.sum(), x)[0], nt.grad(fn(x).sum(), x)[0], rtol=10 * tol, atol=10 * tol)
     assert used == set(formulas.SCALAR)
+
+
+def test_a_long_chain_is_cut_into_kernels_of_a_few_math_calls_on_the_cpu(monkeypatch):
+    pytest.importorskip("numba")
+    # each formula that calls numba_math is inlined into its kernel, whose compile time grows faster than
+    # the chain: on the CPU a run takes at most numba_codegen.MATH_CALLS of them (3 here, to compile fast)
+    monkeypatch.setattr(numba_codegen, "MATH_CALLS", 3)
+    x = rnd(4, 50, names=("a", "b"), dtype="float64").requires_grad_()
+
+    def fn(x):
+        y = x
+        for k in range(7):
+            y = (y * 0.9).tanh() + 0.1 if k % 2 else (y * 0.5).sin() * 2.0  # math calls among cheap ops
+        return y ** 2.0  # a product: no call
+
+    cf, got = compiled_quietly(fn, x)
+    nodes = program(cf).graph.nodes
+    calls = [sum(formulas.calls_math(m.op.__name__, m.args) for m in n.op.chain.members) for n in nodes]
+    assert calls == [3, 3, 1] and all(n.op.name.startswith("fused[") for n in nodes)
+    assert_close(got, fn(x), rtol=1e-14, atol=1e-14)
+    assert_close(nt.grad(got.sum(), x)[0], nt.grad(fn(x).sum(), x)[0], rtol=1e-13, atol=1e-13)
+    # the GPU's kernels are C, which NVRTC compiles fast: one chain there
+    assert len(cuda_chains(fn, x)) == 1
 
 
 # ----------------------------------------------------------------------------- eager fallback

@@ -89,7 +89,8 @@ def optimize_for(graph: Graph, backend: str, fuse: bool) -> Dict[str, int]:
     in_rows = (lambda n: n.params.get("rows") is not None) if cpu_kernels else (lambda n: True)
     return optimize(graph, lambda g: fuse_elementwise(
         g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
-        absorbs=absorbs), rows=_row_kernels() if cpu_kernels else None,
+        absorbs=absorbs, math_calls=numba_codegen.MATH_CALLS if cpu_kernels else None),
+        rows=_row_kernels() if cpu_kernels else None,
         split=lambda g: split_biases(g, fusible, add.op),
         residual=lambda g: fuse_residual_norms(g, add.op, _AFTER_ADD, in_rows))
 

@@ -23,9 +23,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..ops.fusion import Chain
 from .ir import Value
 
-__all__ = ["SCALAR", "GRAD", "COMPOSITE", "POW_EXPONENTS", "INTEGER_POWERS",
+__all__ = ["SCALAR", "GRAD", "COMPOSITE", "CALLS_MATH", "POW_EXPONENTS", "INTEGER_POWERS",
            "REDUCTIONS", "SOFTMAXES",
-           "reduced_axes", "mean_scale", "reduces", "softmaxes_last", "softmax_seed", "softmax_row_term", "split_reduction", "broadcast_shape", "work", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+           "reduced_axes", "mean_scale", "reduces", "softmaxes_last", "softmax_seed", "softmax_row_term", "split_reduction", "broadcast_shape", "calls_math", "work", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
 Statement = Tuple[str, str, str]  # (variable, dtype, expression)
@@ -210,6 +210,17 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
 #: the formulas whose eager form takes several passes over memory or a slow loop (erf's), so that even
 #: alone, one generated CPU kernel is faster than the eager op
 COMPOSITE = frozenset({"_Gelu", "_GeluTanh", "_Erf", "_Sigmoid", "_Silu", "_Softplus", "_Sin", "_Cos"})
+
+
+#: the formulas that call backends/numba_math.py's functions (a power but by the numbers of POW_EXPONENTS):
+#: Numba inlines each call into the kernel, which makes up most of its compile time
+CALLS_MATH = frozenset({"_Exp", "_Expm1", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Softplus", "_Sin",
+                        "_Cos", "_Erf", "_Gelu", "_GeluTanh"})
+
+
+def calls_math(name: str, args: Sequence[Any]) -> bool:
+    """Whether the formula of Op class ``name`` on ``args`` (values, or numbers) calls numba_math."""
+    return name in CALLS_MATH or (name == "_Pow" and _numeric(args[1]) not in POW_EXPONENTS)
 
 
 def work(chain: Chain) -> int:

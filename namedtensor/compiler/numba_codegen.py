@@ -52,7 +52,7 @@ from ..ops.fusion import Chain
 from . import formulas
 from .ir import Value
 
-__all__ = ["numba_available", "cache_dir", "forward_kernel", "backward_kernel"]
+__all__ = ["numba_available", "cache_dir", "MATH_CALLS", "forward_kernel", "backward_kernel"]
 
 _NUMBA: Dict[str, Any] = {}
 _CHUNK = 2048  # elements of a row per task
@@ -60,6 +60,11 @@ _CHUNK = 2048  # elements of a row per task
 #: among threads: handing parts to a pool costs tens of microseconds, a vectorized add of an element
 #: about a hundredth of a nanosecond
 _PARALLEL_FROM = 1 << 24
+#: the most formulas calling numba_math in one kernel (passes.fuse_elementwise's ``math_calls``): Numba inlines
+#: each call, and a kernel's compile time grows faster than its chain (tanh, exp, sin and erf in turn,
+#: forward and backward with an empty cache: 4 of them 2.1 s, 8 4.2 s, 16 10.2 s, 32 30.2 s); a longer
+#: chain is cut into kernels of this many, each pass after the first reading its input from memory
+MATH_CALLS = 8
 _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
 _HEAD = ["import numpy as np", "from math import sqrt, fabs, pow",
          "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Optional
 from ..autograd.graph import apply
 from ..autograd.mode import no_grad
 from ..ops.fusion import Chain, Member, fused
-from .formulas import COMPOSITE, SOFTMAXES, broadcast_shape, split_reduction
+from .formulas import COMPOSITE, SOFTMAXES, broadcast_shape, calls_math, split_reduction
 from .ir import ArrayOf, Graph, Node, Value, map_leaves
 
 __all__ = ["eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants", "split_biases",
@@ -187,7 +187,7 @@ def split_biases(graph: Graph, fusible: Callable[[Node], bool], add: type) -> in
 
 def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for: Callable,
                      alone: Callable[[Node], bool] = lambda n: False,
-                     absorbs: Callable[[Node], bool] = lambda n: False) -> int:
+                     absorbs: Callable[[Node], bool] = lambda n: False, math_calls: Optional[int] = None) -> int:
     """Replace each run of two or more ``fusible`` nodes (or one for which ``alone`` is true) by one node
     of a fused op; a node between them that reads none of the run's values (a matrix product of other
     operands) does not end the run, and runs before the fused node (unless it draws random numbers,
@@ -198,7 +198,9 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
     the fused one, where a later node reads it too (its values must keep their shape).  A run whose
     only result is its last value, read by nothing but the next node, takes that node in too when
     ``absorbs`` it (a sum or mean, a softmax along the last dim): the intermediate is then never stored.
-    Returns the number of groups made."""
+    ``math_calls``: the most members of a run whose formulas call numba_math (formulas.calls_math), after
+    which a new run starts (a kernel's compile time grows faster than its chain).  Returns the number of
+    groups made."""
     positions = _readers(graph)
     readers = {k: p[-1] for k, p in positions.items()}  # each value's last reader
     counts = {k: len(p) for k, p in positions.items()}
@@ -247,8 +249,13 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
                 and not any(m.outputs[0].id in returned or readers.get(m.outputs[0].id, -1) > run_end
                             for m in run[:-1]))
 
+    def full(n: Node) -> bool:
+        """Whether ``n`` would take the run past ``math_calls``."""
+        heavy = lambda m: calls_math(m.op.__name__, m.args)
+        return math_calls is not None and heavy(n) and sum(map(heavy, run)) >= math_calls
+
     for i, n in enumerate(graph.nodes):
-        if fusible(n) and (not run or _joins(n, run)):
+        if fusible(n) and (not run or (_joins(n, run) and not full(n))):
             run.append(n)
             run_end = i
             continue
