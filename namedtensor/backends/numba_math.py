@@ -208,16 +208,22 @@ def erf32(x):
 
 
 @njit(inline="always", cache=True)
+def _exponent_significand(x):
+    """``(k, m)`` with ``x = 2^k m`` and ``m`` in ``[sqrt(1/2), sqrt(2))``, of a positive normal float64: the
+    logarithms' range reduction, ``log x = k ln2 + log m``."""
+    bits = _bits_of_double(x)
+    k = ((bits >> 52) & 0x7FF) - 1023
+    m = _double_from_bits((bits & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000)  # the significand, in [1, 2)
+    big = m > 1.4142135623730951
+    return (k + 1 if big else k), (m * 0.5 if big else m)
+
+
+@njit(inline="always", cache=True)
 def log(x):
     x = float(x)
     tiny = x < 2.2250738585072014e-308
-    y = x * 18014398509481984.0 if tiny else x  # a subnormal times 2**54 is normal
-    bits = _bits_of_double(y)
-    k = ((bits >> 52) & 0x7FF) - 1023 - (54 if tiny else 0)
-    m = _double_from_bits((bits & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000)  # the significand, in [1, 2)
-    big = m > 1.4142135623730951
-    m = m * 0.5 if big else m
-    k = k + 1 if big else k
+    k, m = _exponent_significand(x * 18014398509481984.0 if tiny else x)  # a subnormal times 2**54 is normal
+    k = k - 54 if tiny else k
     f = m - 1.0
     s = f / (2.0 + f)
     z = s * s
@@ -555,12 +561,7 @@ def _log_dd(x):
     1)`` (``|s| <= 0.1716``) as a double-double, its series ``2s + 2s^3/3`` in double-double and the terms
     from ``s^5`` on (their Taylor coefficients ``2 / (2i + 1)`` up to ``s^27``: the next is below 2^-70 of
     ``2s``) in double."""
-    bits = _bits_of_double(x)
-    k = ((bits >> 52) & 0x7FF) - 1023
-    m = _double_from_bits((bits & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000)
-    big = m > 1.4142135623730951
-    m = m * 0.5 if big else m
-    k = k + 1 if big else k
+    k, m = _exponent_significand(x)
     f = m - 1.0  # exact: m is within a factor 2 of 1
     dh = 2.0 + f
     dl = f - (dh - 2.0)
@@ -596,13 +597,9 @@ def _log_dd(x):
 def pow64_safe(x, y):
     """Whether :func:`pow64` is exact at ``x, y``: ``x`` positive, normal and finite, and ``|y log x|`` below
     ``_POW_REACH`` by a bound read off ``x = 2^k m`` (``|log m| <= sqrt(2) |m - 1|`` for ``m`` in
-    ``[sqrt(1/2), sqrt(2))``); NaN and infinite ``y`` fail it."""
-    bits = _bits_of_double(x)
-    k = ((bits >> 52) & 0x7FF) - 1023
-    m = _double_from_bits((bits & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000)
-    big = m > 1.4142135623730951
-    m = m * 0.5 if big else m
-    k = k + 1 if big else k
+    ``[sqrt(1/2), sqrt(2))``); NaN and infinite ``y`` fail it.  The reduction of a number that is not
+    positive and normal is garbage, which the range test on ``x`` refuses."""
+    k, m = _exponent_significand(x)
     bound = abs(y) * (abs(float(k)) * 0.6931471805599453 + 1.4142135623730951 * abs(m - 1.0))
     return 2.2250738585072014e-308 <= x <= 1.7976931348623157e308 and bound < _POW_REACH
 
