@@ -2298,15 +2298,10 @@ _POWERS = {
 }
 
 
-@pytest.mark.parametrize("scale", [1.0, 1e30, 1e-30])
-@pytest.mark.parametrize("case", list(_POWERS))
-def test_float64_chains_with_integer_powers_fuse_with_exact_edges(case, scale):
-    pytest.importorskip("numba")
-    fn, label = _POWERS[case]
-    a = np.random.default_rng(0).standard_normal((6, 3000)) * scale  # 1e30, 1e-30: powers out of range
-    a[0, :5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]  # the C library's special cases, in the second pass
-    x = nt.tensor(a, names=("a", "b")).requires_grad_()
-    w = rnd(3000, names=("b",), seed=1, dtype="float64").requires_grad_()
+def _fuses_as_eager(fn, label: str, x, w, share: float = 1e-13) -> None:
+    """``fn(x, w)`` compiles to the one fused node ``label``, and its values and gradients (of a random
+    weighting of the output) are eager's: NaN and infinities where eager has them, else within ``1e-13`` and
+    ``share`` of the largest finite value (a sum adds thousands of terms, and ``+ x`` may cancel)."""
     with np.errstate(all="ignore"):
         cf, got = compiled_quietly(fn, x, w)
         want = fn(x, w)
@@ -2317,8 +2312,18 @@ def test_float64_chains_with_integer_powers_fuse_with_exact_edges(case, scale):
         g, e = g.detach().numpy(), e.detach().numpy()
         assert np.array_equal(np.isnan(g), np.isnan(e)) and np.array_equal(g[np.isinf(e)], e[np.isinf(e)])
         finite = np.isfinite(e)
-        # a few ulps of each term (a sum adds 3,000 of them, and + x may cancel): of the largest finite one
-        assert_close(g[finite], e[finite], rtol=1e-13, atol=1e-13 * np.abs(e[finite]).max(initial=0.0))
+        assert_close(g[finite], e[finite], rtol=1e-13, atol=share * np.abs(e[finite]).max(initial=0.0))
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e30, 1e-30])
+@pytest.mark.parametrize("case", list(_POWERS))
+def test_float64_chains_with_integer_powers_fuse_with_exact_edges(case, scale):
+    pytest.importorskip("numba")
+    fn, label = _POWERS[case]
+    a = np.random.default_rng(0).standard_normal((6, 3000)) * scale  # 1e30, 1e-30: powers out of range
+    a[0, :5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]  # the C library's special cases, in the second pass
+    x = nt.tensor(a, names=("a", "b")).requires_grad_()
+    _fuses_as_eager(fn, label, x, rnd(3000, names=("b",), seed=1, dtype="float64").requires_grad_())
 
 
 def test_float64_powers_of_cpu_kernels_are_within_an_ulp_where_safe():
@@ -2373,19 +2378,7 @@ def test_float64_chains_with_any_power_fuse_with_exact_edges(case, scale):
     a = np.random.default_rng(0).standard_normal((6, 3000)) * scale  # 1e3 and 1e-300: powers out of range
     a[0, :5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]  # the C library's special cases, in the second pass
     x = nt.tensor(a, names=("a", "b")).requires_grad_()
-    w = nt.tensor(np.random.default_rng(1).uniform(-3, 3, 3000), names=("b",)).requires_grad_()
-    with np.errstate(all="ignore"):
-        cf, got = compiled_quietly(fn, x, w)
-        want = fn(x, w)
-        r = nt.tensor(np.random.default_rng(2).standard_normal(got.shape), names=got.names)
-        grads, wanted = nt.grad((got * r).sum(), [x, w]), nt.grad((want * r).sum(), [x, w])
-    assert [n.op.name for n in program(cf).graph.nodes] == [label]
-    for g, e in [(got, want), *zip(grads, wanted)]:
-        g, e = g.detach().numpy(), e.detach().numpy()
-        assert np.array_equal(np.isnan(g), np.isnan(e)) and np.array_equal(g[np.isinf(e)], e[np.isinf(e)])
-        finite = np.isfinite(e)
-        # a few ulps of each term (a sum adds 3,000 of them, and + x may cancel): of the largest finite one
-        assert_close(g[finite], e[finite], rtol=1e-13, atol=1e-13 * np.abs(e[finite]).max(initial=0.0))
+    _fuses_as_eager(fn, label, x, nt.tensor(np.random.default_rng(1).uniform(-3, 3, 3000), names=("b",)).requires_grad_())
     xs = nt.tensor(np.random.default_rng(3).uniform(0.2, 1.2, (3, 8)), names=("a", "b")).requires_grad_()
     ws = nt.tensor(np.random.default_rng(4).uniform(0.5, 1.5, 8), names=("b",)).requires_grad_()
     assert gradcheck(nt.compile(fn), xs, ws)
@@ -3002,18 +2995,8 @@ def test_float64_chains_with_erf_and_gelu_fuse(case):
     a[0, :7] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-310, 40.0]
     x = nt.tensor(a, names=("a", "b")).requires_grad_()
     w = nt.tensor(np.random.default_rng(1).uniform(0.5, 1.5, 3000), names=("b",)).requires_grad_()
-    with np.errstate(all="ignore"):
-        cf, got = compiled_quietly(fn, x, w)
-        want = fn(x, w)
-        r = nt.tensor(np.random.default_rng(2).standard_normal(got.shape), names=got.names)
-        grads, wanted = nt.grad((got * r).sum(), [x, w]), nt.grad((want * r).sum(), [x, w])
-    assert [n.op.name for n in program(cf).graph.nodes] == [label]
-    for g, e in [(got, want), *zip(grads, wanted)]:
-        g, e = g.detach().numpy(), e.detach().numpy()
-        assert np.array_equal(np.isnan(g), np.isnan(e)) and np.array_equal(g[np.isinf(e)], e[np.isinf(e)])
-        finite = np.isfinite(e)
-        # 1 + erf(x) and 1 + tanh(x) cancel for negative x in both: a few ulps of the largest value
-        assert_close(g[finite], e[finite], rtol=1e-13, atol=1e-14 * np.abs(e[finite]).max(initial=0.0))
+    # 1 + erf(x) and 1 + tanh(x) cancel for negative x in both: a few ulps of the largest value
+    _fuses_as_eager(fn, label, x, w, share=1e-14)
     xs = nt.tensor(np.random.default_rng(3).standard_normal((3, 8)), names=("a", "b")).requires_grad_()
     ws = nt.tensor(np.random.default_rng(4).uniform(0.5, 1.5, 8), names=("b",)).requires_grad_()
     assert gradcheck(nt.compile(fn), xs, ws)
