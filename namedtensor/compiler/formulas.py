@@ -227,8 +227,8 @@ def work(chain: Chain) -> int:
     """A chain's cost per element, in vectorized additions: the composite formulas count 20, and so does a
     power but by the numbers of POW_EXPONENTS (a logarithm and an exponential, or an integer power's
     double-double products)."""
-    return sum(20 if m.op.__name__ in COMPOSITE or (m.op.__name__ == "_Pow" and _numeric(m.args[1]) not in POW_EXPONENTS)
-               else 1 for m in chain.members)
+    return sum(20 if m.op.__name__ in COMPOSITE or (m.op.__name__ == "_Pow" and calls_math("_Pow", m.args)) else 1
+               for m in chain.members)
 
 
 def _numeric(a: Any) -> Optional[float]:

@@ -158,7 +158,8 @@ class Optimizer:
                     )
                 todo.append((p, g.array))
             self._update_group(group, todo)
-            updated += todo
+            if start is not None:
+                updated += todo
         if start is not None:
             self._report_step(start, updated)
         return loss
