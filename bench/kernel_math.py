@@ -23,9 +23,9 @@ import statistics
 from own_env import run_in_own_environment
 from side_by_side import interleaved
 
-ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-ARGS.add_argument("--rounds", type=int, default=15)
-ARGS = ARGS.parse_args()
+_parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+_parser.add_argument("--rounds", type=int, default=15)
+ARGS = _parser.parse_args()
 run_in_own_environment(1)
 
 import numba  # noqa: E402
