@@ -66,6 +66,11 @@ def _powi16(x):
     return nm.powi64(x, 16)
 
 
+@numba.njit(inline="always")
+def _powi5_32(x):
+    return nm.powi32(x, 5)
+
+
 rng = np.random.default_rng(0)
 wide = rng.uniform(-20, 20, N)
 positive = rng.uniform(0.01, 100, N)
@@ -82,6 +87,7 @@ CASES = {
     "exp32": (nm.exp32, np.exp, (wide.astype(np.float32), None), False),
     "erf64": (nm.erf64, erf, (wide * 0.3, None), False),
     "x ** y (pow32)": (nm.pow32, np.power, (positive.astype(np.float32), exponents.astype(np.float32)), True),
+    "x ** 5 (powi32)": (_powi5_32, lambda x: np.power(x, x.dtype.type(5.0)), (wide.astype(np.float32), None), False),
 }
 
 

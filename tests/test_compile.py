@@ -579,8 +579,11 @@ _EVERY_FORMULA = [
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_every_formula_fuses_on_the_cpu(dtype):
+def test_every_formula_fuses_on_the_cpu(dtype, monkeypatch):
     pytest.importorskip("numba")
+    # every formula has a kernel: float32's x ** 1.7 (numba_math.pow32) is used where NumPy's power has no
+    # SIMD loop (test_float32_powers_by_other_numbers_stay_numpys_where_it_has_a_simd_loop)
+    monkeypatch.setattr(numpy_kernels, "simd_loop", lambda ufunc, types: False)
     x = nt.tensor(np.random.default_rng(0).uniform(0.1, 0.9, (4, 50)), names=("a", "b"), dtype=dtype).requires_grad_()
     tol = 1e-5 if dtype == "float32" else 1e-13
     used = set()
@@ -2905,10 +2908,12 @@ def test_compiled_attention_runs_the_blocks_with_numba_steps(monkeypatch, causal
     assert gradcheck(cf, q, k, v)
 
 
-@pytest.mark.parametrize("exponent", [0, 0.5, 1, 2, 3, -1, 1.5])
+@pytest.mark.parametrize("exponent", [0, 0.5, 1, 2, 3, -1, 1.5, 5, -3])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_powers_by_a_number_fuse_as_products_with_pows_edge_cases(exponent, dtype):
+def test_powers_by_a_number_fuse_as_products_with_pows_edge_cases(exponent, dtype, monkeypatch):
     pytest.importorskip("numba")
+    # the float32 power by 1.5 is numba_math.pow32's where NumPy's power has no SIMD loop (the next test)
+    monkeypatch.setattr(numpy_kernels, "simd_loop", lambda ufunc, types: False)
     values = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -2.0, 0.3, 7.5, 1e20, -1e-3, 1.0])
     x = nt.tensor(np.concatenate([values, np.linspace(-3, 3, 60)]).astype(dtype), names=("i",))
     fn = lambda x: (x * 1.0) ** exponent * 2.0
@@ -2918,7 +2923,8 @@ def test_powers_by_a_number_fuse_as_products_with_pows_edge_cases(exponent, dtyp
     ulp = 2.4e-7 if dtype == "float32" else 4.5e-16  # 3: two roundings where pow takes one
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=ulp, atol=0)  # NaN, infinities
     np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(want.numpy()))  # and signed zeros
-    assert "fused[mul+pow+mul]" in cf.explain()  # 1.5: numba_math.pow32 in float32, pow64 in float64
+    # 1.5: numba_math.pow32 in float32, pow64 in float64; 5 and -3: powi32 and powi64
+    assert "fused[mul+pow+mul]" in cf.explain()
     xs = nt.tensor(np.linspace(0.1, 3, 30), names=("i",)).requires_grad_()
     cf64, got = compiled_quietly(fn, xs)
     assert_close(nt.grad(got.sum(), xs)[0], nt.grad(fn(xs).sum(), xs)[0], rtol=1e-14, atol=1e-14)
@@ -2952,6 +2958,85 @@ def test_pow32_is_within_a_float32_ulp_of_numpy_with_its_special_cases():
     normal = np.isfinite(want) & (np.abs(want) >= np.finfo(np.float32).tiny)
     ulps = np.abs(got[normal].astype(float) - want[normal]) / np.spacing(np.abs(want[normal]))
     assert ulps.max() <= 1.0
+
+
+def test_powi32_is_within_half_an_ulp_with_numpys_special_cases():
+    numba = pytest.importorskip("numba")
+    from namedtensor.backends import numba_math
+
+    @numba.njit(error_model="numpy")
+    def each(x, n, out):
+        for i in range(x.shape[0]):
+            out[i] = numba_math.powi32(x[i], n)
+
+    rng = np.random.default_rng(0)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-45, -1e-45, 3.4e38, -3.4e38], "float32")
+    x = np.concatenate([special, rng.uniform(-3, 3, 20000), np.exp(rng.uniform(-88, 88, 20000)) * rng.choice([-1, 1], 20000)])
+    x = x.astype("float32")
+    got = np.empty_like(x)
+    tiny, big = np.finfo(np.float32).tiny, np.finfo(np.float32).max
+    for n in [k for k in range(-16, 17) if k]:
+        each(x, n, got)
+        with np.errstate(all="ignore"):
+            want = np.power(x.astype(np.longdouble), n)
+            numpy = np.power(x, np.float32(n))
+        s = len(special)  # NaN, infinities and signed zeros as NumPy's
+        np.testing.assert_array_equal(got[:s], numpy[:s])
+        np.testing.assert_array_equal(np.signbit(got[:s]), np.signbit(numpy[:s]))
+        normal = np.isfinite(want) & (np.abs(want) >= tiny) & (np.abs(want) <= big)
+        ulps = np.abs(got[normal] - want[normal]) / np.spacing(np.abs(want[normal]).astype(np.float32))
+        assert ulps.max() <= 0.5 + 2.0 ** -20, n  # correctly rounded but for float64's few roundings
+        below = np.isfinite(want) & (np.abs(want) < tiny)  # a subnormal result, or 0: within one step of them
+        np.testing.assert_allclose(got[below], want[below].astype("float32"), rtol=0, atol=1.5e-45)
+        assert np.all(np.isinf(got[np.abs(want) > big]))
+
+
+def test_integer_powers_call_powi_in_both_float_dtypes():
+    # a negative literal keeps its one float32(...): the pattern of an integer power must see it
+    cases = {("float32", "pow(x0, float32(-3.0))"): "t0 = float32(powi32(x0, -3))",
+             ("float32", "pow(x0, 16.0)"): "t0 = float32(powi32(x0, 16))",
+             ("float32", "pow(x0, 17.0)"): "t0 = float32(pow32(x0, float32(17.0)))",
+             ("float32", "pow(x0, float32(-1.5))"): "t0 = float32(pow32(x0, float32(-1.5)))",
+             ("float64", "pow(x0, float64(-3.0))"): "t0 = float64(powi64(x0, -3))",
+             ("float64", "pow(x0, float64(2.5))"): "t0 = float64(pow64(x0, float64(2.5)))"}
+    for (dtype, expr), line in cases.items():
+        assert numba_codegen._statement("t0", dtype, expr) == line
+    assert not formulas.float32_pow("_Pow", [None, 16], "float32") and formulas.float32_pow("_Pow", [None, 17], "float32")
+    assert formulas.float32_pow("_Pow", [None, 1.5], "float32") and not formulas.float32_pow("_Pow", [None, 1.5], "float64")
+    assert formulas.float32_pow("_Pow", [None, object()], "float32") and not formulas.float32_pow("_Mul", [None, 1.5], "float32")
+    assert formulas.float32_pow("_Pow", [None, math.inf], "float32")
+
+
+@pytest.mark.parametrize("simd", [True, False])
+def test_float32_powers_by_other_numbers_stay_numpys_where_it_has_a_simd_loop(simd, monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(numpy_kernels, "simd_loop", lambda ufunc, types: simd and (ufunc, types) == ("power", "fff"))
+    x = nt.tensor(np.linspace(0.5, 2, 64).astype("float32"), names=("i",)).requires_grad_()
+    w = nt.tensor(np.linspace(-1, 1, 64).astype("float32"), names=("i",)).requires_grad_()
+    fn = lambda x, w: (x * w + 1.0) ** 1.5 * x ** w + x ** 4 * 3.0
+    cf, got = compiled_quietly(fn, x, w)
+    want = fn(x, w)
+    assert_close(got, want, rtol=3e-7, atol=0)
+    for a, e in zip(nt.grad(got.sum(), (x, w)), nt.grad(want.sum(), (x, w))):
+        assert_close(a, e, rtol=1e-6, atol=1e-7)
+    text = cf.explain()
+    if simd:  # NumPy's loops take the powers by 1.5 and by w; x ** 4 is numba_math.powi32's, in a kernel
+        assert "= pow(%3, 1.5)" in text and "= pow(%0, %1)" in text and "fused[mul+pow+mul+add]" in text
+    else:
+        assert "= pow(" not in text and "fused[" in text
+
+
+def test_simd_loop_reads_numpys_dispatch(monkeypatch):
+    import numpy.lib.introspect as introspect
+
+    def dispatch(current):
+        return lambda func_name=None: {"power": {"fff": {"current": current, "available": "X86_V4 baseline(X86_V2)"}}}
+
+    for current, simd in (("X86_V4", True), ("baseline(X86_V2)", False), ("X86_V2", False)):
+        monkeypatch.setattr(introspect, "opt_func_info", dispatch(current))
+        assert numpy_kernels.simd_loop.__wrapped__("power", "fff") is simd
+        assert numpy_kernels.simd_loop.__wrapped__("power", "ddd") is False
+        assert numpy_kernels.simd_loop.__wrapped__("exp", "fff") is False
 
 
 def test_float64_erf_of_cpu_kernels_is_within_an_ulp_of_the_c_librarys():
@@ -3002,8 +3087,9 @@ def test_float64_chains_with_erf_and_gelu_fuse(case):
     assert gradcheck(nt.compile(fn), xs, ws)
 
 
-def test_float32_powers_of_any_operands_fuse():
+def test_float32_powers_of_any_operands_fuse_where_numpys_power_has_no_simd_loop(monkeypatch):
     pytest.importorskip("numba")
+    monkeypatch.setattr(numpy_kernels, "simd_loop", lambda ufunc, types: False)
     rng = np.random.default_rng(0)
     special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, -2.0, 0.5, 3.0, -3.0, 1.5])
     bases, powers = (a.ravel().astype("float32") for a in np.meshgrid(special, special))

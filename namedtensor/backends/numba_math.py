@@ -27,7 +27,8 @@ float32 operands as ``exp(y log|x|)`` in float64 (well within a float32 ulp), wi
 cases (a negative base to an odd integer power, NaN for a negative base to a non-integer, ``x ** 0``,
 ``1 ** y`` and ``(-1) ** inf`` are 1); in float64 that form's error would grow with ``|y log x|`` in ulps, so
 ``powi64(x, n)``, an integer power, is binary powering in double-double (exact products by fused
-multiply-adds), within an ulp where ``|x| ** n`` stays within 2^-POWI_SAFE and 2^POWI_SAFE, and ``pow64(x,
+multiply-adds), within an ulp where ``|x| ** n`` stays within 2^-POWI_SAFE and 2^POWI_SAFE (``powi32``,
+its float32 form, powers in plain float64, a few roundings that the float32 result hides), and ``pow64(x,
 y)`` is ``e^(y log x)`` with ``log x`` and the product in double-double (``_log_dd``), within an ulp where
 ``pow64_safe`` holds (``x`` positive, normal and finite, ``|y log x| < 708``); kernels do other arguments
 again with ``powi64_exact`` and ``pow64_exact`` (the C library's).
@@ -49,11 +50,11 @@ from fractions import Fraction
 
 import numpy as np
 from llvmlite import ir
-from numba import float32, int32, int64, njit, types
+from numba import float32, float64, int32, int64, njit, types
 from numba.extending import intrinsic, overload
 
 __all__ = ["exp", "tanh", "log", "log1p", "expm1", "exp32", "tanh32", "erf32", "log32", "log1p32", "expm1_32",
-           "pow32", "sin32", "cos32", "sin32_exact", "cos32_exact", "sin64", "cos64", "sin64_exact", "cos64_exact",
+           "pow32", "powi32", "sin32", "cos32", "sin32_exact", "cos32_exact", "sin64", "cos64", "sin64_exact", "cos64_exact",
            "erf64", "TRIG_LIMIT", "powi64", "powi64_exact", "POWI_SAFE", "pow64", "pow64_safe", "pow64_exact", "exp_of"]
 
 _LOG2E = 1.4426950408889634
@@ -540,6 +541,26 @@ def powi64(x, n):
     q = 1.0 / rh
     p, e = _two_prod(q, rh)
     return q + (((1.0 - p) - e) - q * rl) * q
+
+
+@njit(inline="always", cache=True)
+def powi32(x, n):
+    """``x ** n`` of a float32 and an int ``n`` with ``0 < |n| <= 16``: binary powering in float64, then for
+    ``n < 0`` the reciprocal, rounded to float32 once.  At most a dozen float64 roundings (2^-49 of
+    relative error) leave the float32 within 0.5 + 2^-25 ulp of the exact power; float64's range holds
+    every such power of a float32 that float32 holds, and one that overflows or underflows float64 is
+    inf or 0 in float32 too (NaN, infinities and signed zeros come out as NumPy's)."""
+    m = abs(n)
+    b = float64(x)  # float() of a float32 stays a float32 in Numba
+    r = 1.0
+    while True:
+        if m & 1:
+            r *= b
+        m >>= 1
+        if m == 0:
+            break
+        b *= b
+    return float32(r if n > 0 else 1.0 / r)
 
 
 @njit(inline="always", cache=True)

@@ -27,6 +27,7 @@ the backend was given (SciPy's, or the series in :mod:`.numpy_backend`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 import weakref
@@ -253,6 +254,21 @@ def matmuls(pairs: list) -> list:
 
     split(min(threads, len(pieces)), len(pieces), run)
     return outs
+
+
+@functools.lru_cache(maxsize=None)
+def simd_loop(ufunc: str, types: str) -> bool:
+    """Whether NumPy runs the loop of ``ufunc`` for ``types`` (``"fff"``: its operands' and result's type
+    codes) with one of the SIMD targets it dispatches to at run time on this CPU, rather than its
+    baseline build (``numpy.lib.introspect.opt_func_info``; for ``power`` on x86, its AVX-512 loop
+    against the C library's ``pow`` one element at a time)."""
+    from numpy.lib.introspect import opt_func_info
+
+    info = opt_func_info(func_name=f"^{ufunc}$").get(ufunc, {}).get(types)
+    if not info:
+        return False
+    targets = {t for t in info["available"].split() if not t.startswith("baseline")}
+    return info["current"] in targets
 
 
 def takes_rows(x, *others) -> bool:

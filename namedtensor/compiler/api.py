@@ -20,7 +20,7 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .._internal import FUNCTION_TYPES, PLAIN_TYPES, backend_of, is_plain_value
-from ..backends import cpu, heap
+from ..backends import cpu, heap, numpy_kernels
 from ..nn import Module
 from ..nn.module import Compiled, compiled_target, state_key
 from ..ops.elementwise import add
@@ -39,14 +39,20 @@ __all__ = ["compile", "CompiledFunction", "optimize_for"]
 def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
     """Which nodes a graph on ``backend`` fuses (None: none): those whose chains get a generated kernel
     there, since a fused op without one would only add the recomputation of its backward.  CuPy, and
-    NumPy with Numba: every formula (formulas.SCALAR); other backends none."""
+    NumPy with Numba: every formula (formulas.SCALAR), but on NumPy a float32 power by other than the
+    numbers the kernels do by products (formulas.float32_pow) where NumPy has a SIMD loop for it:
+    numba_math.pow32 computes in float64 and takes five times as long per element as NumPy's AVX-512
+    loop (bench/kernel_math.py), more than the passes over memory that fusing it saves; other backends
+    none."""
     if not (backend == "cupy" or (backend == "numpy" and numba_codegen.numba_available())):
         return None
+    numpy_pow32 = backend == "numpy" and numpy_kernels.simd_loop("power", "fff")
 
     def fusible(n: Node) -> bool:
         values = [*n.outputs, *(a for a in n.args if isinstance(a, Value))]
         return (len(n.outputs) == 1 and formulas.scalar_op(n.op) and formulas.fusible_dtypes(values)
-                and all(isinstance(a, (Value, bool, int, float)) for a in n.args))
+                and all(isinstance(a, (Value, bool, int, float)) for a in n.args)
+                and not (numpy_pow32 and formulas.float32_pow(n.op.__name__, n.args, n.outputs[0].dtype)))
 
     return fusible
 

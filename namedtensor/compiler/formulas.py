@@ -78,11 +78,12 @@ POW_EXPONENTS = {
     3.0: (lambda x: f"({x} * {x} * {x})", lambda x, g: f"({g} * 3.0 * ({x} * {x}))"),
     -1.0: (lambda x: f"(1.0 / {x})", lambda x, g: f"({g} * -1.0 / ({x} * {x}))"),
 }
-#: the largest |n| of the float64 integer powers that CPU kernels compute (numba_math.powi64: a product per
-#: bit of n and a square, vectorized; a million elements: x ** 4 0.31 ms, x ** 16 0.64, against 1.5 for
-#: NumPy's vectorized pow on this machine, and a chain's kernel saves a pass over memory or more besides).
-#: Larger ones would be as fast, but exact only for |x| within 2^(+-POWI_SAFE / n), narrower as n grows
-#: (2^-14 to 2^14 for x ** 64): they take numba_math.pow64, as other exponents do
+#: the largest |n| of the integer powers that CPU kernels compute by products (numba_math.powi64 in float64:
+#: a product per bit of n and a square, vectorized; a million elements: x ** 4 0.31 ms, x ** 16 0.64, against
+#: 1.5 for NumPy's vectorized pow on this machine, and a chain's kernel saves a pass over memory or more
+#: besides; numba_math.powi32 in float32, in float64 products: 0.1 ms).  Larger ones would be as fast, but
+#: exact only for |x| within 2^(+-POWI_SAFE / n), narrower as n grows (2^-14 to 2^14 for x ** 64): they take
+#: numba_math.pow64 and pow32, as other exponents do
 INTEGER_POWERS = 16
 _TYPED_NUMBER = re.compile(r"^float(?:32|64)\((.+)\)$")
 #: the texts of the numbers that Python's repr does not spell as literals (the kernels' modules import
@@ -221,6 +222,16 @@ CALLS_MATH = frozenset({"_Exp", "_Expm1", "_Tanh", "_Sigmoid", "_Silu", "_Log", 
 def calls_math(name: str, args: Sequence[Any]) -> bool:
     """Whether the formula of Op class ``name`` on ``args`` (values, or numbers) calls numba_math."""
     return name in CALLS_MATH or (name == "_Pow" and _numeric(args[1]) not in POW_EXPONENTS)
+
+
+def float32_pow(name: str, args: Sequence[Any], dtype: str) -> bool:
+    """Whether the formula of Op class ``name`` on ``args`` with a result of ``dtype`` is a float32 power
+    that CPU kernels compute with numba_math.pow32: by a tensor, or by a number neither of POW_EXPONENTS
+    nor an integer up to INTEGER_POWERS (numba_math.powi32)."""
+    if name != "_Pow" or dtype != "float32":
+        return False
+    e = _numeric(args[1])
+    return e is None or (e not in POW_EXPONENTS and not (e.is_integer() and abs(e) <= INTEGER_POWERS))
 
 
 def work(chain: Chain) -> int:

@@ -69,7 +69,7 @@ _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
 _HEAD = ["import numpy as np", "from math import sqrt, fabs, pow",
          "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "
          "log32, log1p32, pow32, erf64, sin32, cos32, sin32_exact, cos32_exact, sin64, cos64, sin64_exact, cos64_exact, "
-         "TRIG_LIMIT, powi64, powi64_exact, pow64, pow64_safe, pow64_exact",
+         "TRIG_LIMIT, powi32, powi64, powi64_exact, pow64, pow64_safe, pow64_exact",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
@@ -107,12 +107,13 @@ def cache_dir() -> Path:
 
 
 #: a float literal of a formula's text that is not yet typed
-_LITERAL = re.compile(r"(?<!float32\()(?<!float64\()(?<![\w.])(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
+_LITERAL = re.compile(r"(?<!float32\()(?<!float64\()(?<!float32\(-)(?<!float64\(-)(?<![\w.])"
+                      r"(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
 _FLOAT32_MATH = re.compile(r"\b(expm1|exp|tanh|erf|log1p|log|pow|sin|cos)\(")
 #: a float64 statement's sin, cos and erf, numba_math's vectorized ones there
 _FLOAT64_MATH = re.compile(r"\b(sin|cos|erf)\(")
-#: a float64 statement's power by an integer (formulas.INTEGER_POWERS), numba_math.powi64 there
-_FLOAT64_POWI = re.compile(r"\bpow\((\w+), float64\((-?\d+)\.0\)\)")
+#: a statement's power by an integer (formulas.INTEGER_POWERS), numba_math's powi64 or powi32 there
+_POWI = re.compile(r"\bpow\((\w+), float(32|64)\((-?\d+)\.0\)\)")
 #: an operand of a formula's call: a name, a typed number, or a name less a number (pow's gradient)
 _OPERAND = r"(?:\w+|float64\([^()]*\))(?: - \d+\.\d*)?"
 #: a float64 statement's other powers, numba_math.pow64 there
@@ -131,14 +132,15 @@ def _float32_function(call: "re.Match") -> str:
 def _statement(var: str, dtype: str, expr: str) -> str:
     """``var = expr`` converted to ``dtype``.  A float32 statement computes in float32, as NumPy's float32
     loops do: its literals become float32 (Numba types a bare ``0.5`` as float64, which would widen the
-    whole expression) and it calls numba_math's float32 functions; a float64 one calls numba_math's sin64,
-    cos64, erf64, powi64 and pow64 (math's would call the C library per element)."""
+    whole expression) and it calls numba_math's float32 functions (powi32 for a power by an integer); a
+    float64 one calls numba_math's sin64, cos64, erf64, powi64 and pow64 (math's would call the C library per
+    element)."""
     if dtype == "bool":
         return f"{var} = {expr}"
     if dtype == "float32":
-        expr = _FLOAT32_MATH.sub(_float32_function, _LITERAL.sub(r"float32(\1)", expr))
+        expr = _FLOAT32_MATH.sub(_float32_function, _POWI.sub(_powi, _LITERAL.sub(r"float32(\1)", expr)))
     elif dtype == "float64":
-        expr = _FLOAT64_POW.sub(r"pow64(\1, \2)", _FLOAT64_POWI.sub(_powi, _FLOAT64_MATH.sub(r"\g<1>64(", expr)))
+        expr = _FLOAT64_POW.sub(r"pow64(\1, \2)", _POWI.sub(_powi, _FLOAT64_MATH.sub(r"\g<1>64(", expr)))
     return f"{var} = {dtype}({expr})"
 
 
@@ -243,8 +245,8 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
 
 
 def _powi(call: "re.Match") -> str:
-    n = int(call.group(2))
-    return f"powi64({call.group(1)}, {n})" if 0 < abs(n) <= formulas.INTEGER_POWERS else call.group(0)
+    n = int(call.group(3))
+    return f"powi{call.group(2)}({call.group(1)}, {n})" if 0 < abs(n) <= formulas.INTEGER_POWERS else call.group(0)
 
 
 def _checked_lines(lines: List[str]) -> bool:
