@@ -564,6 +564,16 @@ def test_expm1_fuses_on_the_cpu(dtype):
     assert_close(nt.grad(got.sum(), x)[0], nt.grad(elu(x).sum(), x)[0], rtol=tol, atol=tol)
 
 
+def test_a_chains_work_weighs_each_math_call_as_twenty_additions():
+    pytest.importorskip("numba")
+    x = rnd(6, 300, names=("a", "b"), dtype="float64").requires_grad_()
+    for fn, work in ((lambda x: nt.where(x > 0, x, 1.5 * x.expm1()), 1 + 20 + 1 + 1),  # ELU: split from 730k elements
+                     (lambda x: (x + 1.0) * x - 2.0, 3), (lambda x: (x.exp() + 1.0).log() ** 1.5, 61), (lambda x: x ** 2 + x, 2)):
+        cf, _ = compiled_quietly(fn, x)
+        (node,) = program(cf).graph.nodes
+        assert formulas.work(node.op.chain) == work
+
+
 #: short chains that together use every formula of formulas.SCALAR (one long chain would be one kernel
 #: that takes Numba a minute to compile)
 _EVERY_FORMULA = [

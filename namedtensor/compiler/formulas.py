@@ -235,11 +235,11 @@ def float32_pow(name: str, args: Sequence[Any], dtype: str) -> bool:
 
 
 def work(chain: Chain) -> int:
-    """A chain's cost per element, in vectorized additions: the composite formulas count 20, and so does a
-    power but by the numbers of POW_EXPONENTS (a logarithm and an exponential, or an integer power's
-    double-double products)."""
-    return sum(20 if m.op.__name__ in COMPOSITE or (m.op.__name__ == "_Pow" and calls_math("_Pow", m.args)) else 1
-               for m in chain.members)
+    """A chain's cost per element, in vectorized additions: a formula that calls numba_math (calls_math: an
+    exponential, a logarithm, erf, a power but by the numbers of POW_EXPONENTS) counts 20, any other 1.
+    Rough, and low for the costliest (float64 expm1 takes about 0.8 ns an element, erf 3), but enough
+    to split an ELU over two million elements among the threads, as an addition of that many is not."""
+    return sum(20 if calls_math(m.op.__name__, m.args) else 1 for m in chain.members)
 
 
 def _numeric(a: Any) -> Optional[float]:
