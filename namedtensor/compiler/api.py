@@ -94,7 +94,7 @@ def optimize_for(graph: Graph, backend: str, fuse: bool) -> Dict[str, int]:
     cpu_kernels = backend == "numpy"
     in_rows = (lambda n: n.params.get("rows") is not None) if cpu_kernels else (lambda n: True)
     return optimize(graph, lambda g: fuse_elementwise(
-        g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and n.op.__name__ in formulas.COMPOSITE,
+        g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and formulas.faster_alone(n.op.__name__, n.args),
         absorbs=absorbs, math_calls=numba_codegen.MATH_CALLS if cpu_kernels else None),
         rows=_row_kernels() if cpu_kernels else None,
         split=lambda g: split_biases(g, fusible, add.op),
