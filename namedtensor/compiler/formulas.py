@@ -233,7 +233,7 @@ def faster_alone(name: str, args: Sequence[Any]) -> bool:
     if name in COMPOSITE:
         return True
     e = _numeric(args[1]) if name == "_Pow" else None
-    return e is not None and e.is_integer() and abs(e) <= INTEGER_POWERS and e not in (0.0, 1.0, 2.0, -1.0)
+    return integer_power(e) and e not in (1.0, 2.0, -1.0)
 
 
 def float32_pow(name: str, args: Sequence[Any], dtype: str) -> bool:
@@ -243,7 +243,13 @@ def float32_pow(name: str, args: Sequence[Any], dtype: str) -> bool:
     if name != "_Pow" or dtype != "float32":
         return False
     e = _numeric(args[1])
-    return e is None or (e not in POW_EXPONENTS and not (e.is_integer() and abs(e) <= INTEGER_POWERS))
+    return e is None or (e not in POW_EXPONENTS and not integer_power(e))
+
+
+def integer_power(e: Optional[float]) -> bool:
+    """Whether ``x ** e`` is a power by an integer that CPU kernels compute by products: ``0 < |e| <=
+    INTEGER_POWERS``."""
+    return e is not None and e.is_integer() and 0 < abs(e) <= INTEGER_POWERS
 
 
 def work(chain: Chain) -> int:

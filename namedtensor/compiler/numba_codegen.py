@@ -246,7 +246,7 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
 
 def _powi(call: "re.Match") -> str:
     n = int(call.group(3))
-    return f"powi{call.group(2)}({call.group(1)}, {n})" if 0 < abs(n) <= formulas.INTEGER_POWERS else call.group(0)
+    return f"powi{call.group(2)}({call.group(1)}, {n})" if formulas.integer_power(float(n)) else call.group(0)
 
 
 def _checked_lines(lines: List[str]) -> bool:
