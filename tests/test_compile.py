@@ -47,7 +47,7 @@ def cuda_fused_nodes(fn, *args):
     leaves, tree = capture.flatten((args, {}))
     graph = capture.capture(fn, list(leaves), tree)
     kernels = lambda *a: ({"cupy": None}, {})  # stand-ins: only the chains are wanted
-    passes.fuse_elementwise(graph, api.fusible_on("cupy"), kernels, absorbs=api.absorbs)
+    passes.fuse_elementwise(graph, api.fusible_on("cupy"), kernels, absorbs=api.absorbs_on("cupy"))
     return [n for n in graph.nodes if hasattr(n.op, "chain")]
 
 
@@ -3281,16 +3281,38 @@ def test_a_softmax_kernel_gives_nan_and_masked_rows_as_numpy_does():
         assert_close(got, want, rtol=1e-12, atol=1e-12)  # NaNs where NumPy has them
 
 
-def test_a_softmax_along_another_dim_stays_its_own_op():
+@pytest.mark.parametrize("how", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dim", ["head", "query"])
+def test_a_softmax_along_another_dim_is_one_kernel_by_columns_on_the_cpu(split_calls, how, dtype, threads, dim):
     pytest.importorskip("numba")
-    s = rnd(3, 6, 9, names=("head", "query", "key"))
-    fn = lambda s: (s * 0.3).softmax("query")
-    cf, got = compiled_quietly(fn, s)
-    assert [n.op.name for n in program(cf).graph.nodes] == ["mul", "softmax"]
-    assert_close(got, fn(s), rtol=1e-6, atol=1e-6)
-    # on the GPU too; along the last dim the chain takes the softmax in (tests/test_cuda_emulated.py runs it)
+    split_calls(threads)
+    a = np.random.default_rng(0).standard_normal((3, 6, 9)) * 3
+    a[1, 3, 5] = np.nan  # a NaN column stays NaN
+    a[2, 4, 6] = 1e22  # beyond 2^20 sin's fast argument reduction is inexact: that chunk is done again exactly
+    s = nt.tensor(a.astype(dtype), names=("head", "query", "key")).requires_grad_()
+    m = np.zeros((3, 6, 9))
+    m[:, 1, 2] = -np.inf  # along "head": a column of -inf (NaN, as exp(-inf - -inf)), along "query" one -inf
+    m[0, :, 4] = -np.inf  # along "query": a column of -inf, along "head" one -inf
+    mask = nt.tensor(m.astype(dtype), names=("head", "query", "key"))
+    fn = lambda s, mask: getattr(s.sin() * 3.0 + mask, how)(dim)
+    with np.errstate(invalid="ignore"):
+        cf, got = compiled_quietly(fn, s, mask)
+        want = fn(s, mask)
+    assert [n.op.name for n in program(cf).graph.nodes] == [f"fused[sin+mul+add+{how}]"]
+    tol = 1e-12 if dtype == "float64" else 2e-6
+    assert got.names == want.names and got.dtype == want.dtype
+    assert_close(got, want, rtol=tol, atol=tol)  # NaNs where eager has them
+    g = rnd(3, 6, 9, names=("head", "query", "key"), seed=2, dtype=dtype)
+    (ga,), (ge,) = nt.grad(got, [s], g), nt.grad(want, [s], g)
+    assert_close(ga, ge, rtol=10 * tol, atol=10 * tol)
+    if dtype == "float64" and threads == 1:
+        small = rnd(3, 4, 5, names=("head", "query", "key"), seed=3, dtype=dtype).requires_grad_()
+        assert gradcheck(nt.compile(fn), small, rnd(3, 4, 5, names=("head", "query", "key"), seed=4, dtype=dtype))
+    # on the GPU, where the generated softmax kernels run a block per row, it stays its own op
+    assert [c.label() for c, _ in cuda_chains(fn, s, mask)] == ["sin+mul+add"]
     mask = rnd(6, 9, names=("query", "key"), seed=1)
-    assert [c.label() for c, _ in cuda_chains(fn, s)] == []
     ((chain, _),) = cuda_chains(_attention_weights("softmax"), s, mask)
     assert chain.label() == "mul+add+softmax"
 

@@ -25,7 +25,7 @@ from .ir import Value
 
 __all__ = ["SCALAR", "GRAD", "COMPOSITE", "CALLS_MATH", "POW_EXPONENTS", "INTEGER_POWERS",
            "REDUCTIONS", "SOFTMAXES",
-           "reduced_axes", "mean_scale", "reduces", "softmaxes_last", "softmax_seed", "softmax_row_term", "split_reduction", "broadcast_shape", "calls_math", "work", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
+           "reduced_axes", "mean_scale", "reduces", "softmaxes", "softmax_seed", "softmax_row_term", "split_reduction", "broadcast_shape", "calls_math", "work", "scalar_op", "fusible_dtypes", "chain_dtypes", "forward", "backward"]
 
 FLOATS = ("float32", "float64")
 Statement = Tuple[str, str, str]  # (variable, dtype, expression)
@@ -274,8 +274,8 @@ _PARAM_CONSTANTS = {"_Clip": (("min", "LO"), ("max", "HI"))}
 
 #: the reductions a kernel computes at the end of a chain (over any dims), by Op class name
 REDUCTIONS = {"_Sum": "sum", "_Mean": "mean"}
-#: the normalisations a kernel computes at the end of a chain, along the last dim (scale + mask +
-#: softmax), by Op class name
+#: the normalisations a kernel computes at the end of a chain (scale + mask + softmax), along any dim on
+#: the CPU and the last on the GPU (softmaxes), by Op class name
 SOFTMAXES = {"_Softmax": "softmax", "_LogSoftmax": "log_softmax"}
 _REDUCTION_MODULE = "namedtensor.ops.reductions"
 
@@ -298,12 +298,12 @@ def reduces(op: type, params: Dict[str, Any], ndim: int) -> bool:
     return bool(reduced_axes(params.get("axes"), ndim))
 
 
-def softmaxes_last(op: type, params: Dict[str, Any], ndim: int) -> bool:
-    """Whether ``op`` with ``params`` is a softmax or log-softmax along the last dim of an ``ndim``-dim
-    input."""
+def softmaxes(op: type, params: Dict[str, Any], ndim: int, last: bool = True) -> bool:
+    """Whether ``op`` with ``params`` is a softmax or log-softmax of an ``ndim``-dim input, along its last
+    dim if ``last`` (CUDA's kernels), else along any (the CPU's)."""
     if op.__name__ not in SOFTMAXES or op.__module__ != _REDUCTION_MODULE or ndim == 0:
         return False
-    return params["axis"] % ndim == ndim - 1
+    return not last or params["axis"] % ndim == ndim - 1
 
 
 def softmax_seed(kind: str, dtype: str) -> Statement:
@@ -313,16 +313,18 @@ def softmax_seed(kind: str, dtype: str) -> Statement:
     return ("go0", dtype, "y * (g - d)" if kind == "softmax" else "g - exp(y) * d")
 
 
-def softmax_row_term(B, kind: str, g, y):
-    """The per-row number :func:`softmax_seed` reads, kept as a size-1 last dim: ``sum(g y)`` for a
-    softmax, ``sum(g)`` for a log-softmax, on backend ``B``'s arrays."""
-    return B.rowdot(g, y) if kind == "softmax" else B.sum(g, axis=-1, keepdims=True)
+def softmax_row_term(B, kind: str, g, y, axis: int = -1):
+    """The number per row along ``axis`` that :func:`softmax_seed` reads, kept as a size-1 dim there:
+    ``sum(g y)`` for a softmax, ``sum(g)`` for a log-softmax, on backend ``B``'s arrays."""
+    if kind != "softmax":
+        return B.sum(g, axis=axis, keepdims=True)
+    return B.rowdot(g, y) if axis in (-1, len(y.shape) - 1) else B.sum(B.multiply(g, y), axis=axis, keepdims=True)
 
 
 def split_reduction(chain: Chain) -> Tuple[Chain, Optional[str], Optional[Tuple[int, ...]]]:
     """``(elementwise part, the end's kind or None, its axes param)`` of a chain that may end in a
     reduction ("sum", "mean": the axes, None for all, are normalised by :func:`reduced_axes` against the
-    chain's shape) or a normalisation along the last dim ("softmax", "log_softmax": its axis);
+    chain's shape) or a normalisation along one dim ("softmax", "log_softmax": its axis);
     passes.fuse_elementwise puts one only last, reading the member before it."""
     last = chain.members[-1]
     name = last.op.__name__

@@ -14,8 +14,9 @@ more), larger ones are split among
 ``nt.get_num_threads()`` threads of the NumPy backend's pool (Numba's own parallel loops would double
 the compile time).
 
-A chain may end in a sum or mean over any dims, or in a softmax or log-softmax along its last dim (one
-task per row): the chain's values are then never stored.
+A chain may end in a sum or mean over any dims, or in a softmax or log-softmax along any dim (along the
+last, one task per row; along another, one task per chunk of columns, which fits in L2): the chain's
+values are then never stored, or stored once in the output that the softmax normalises in place.
 
 Every formula compiles to vector instructions (formulas.SCALAR; exp, expm1, tanh, erf, log, log1p, pow,
 sin and cos come from backends/numba_math.py): a call of the C library per element would be several times
@@ -144,16 +145,16 @@ def _statement(var: str, dtype: str, expr: str) -> str:
     return f"{var} = {dtype}({expr})"
 
 
-def _chunk_tasks(shape: str, ndim: int, rows: List[str]) -> List[str]:
+def _chunk_tasks(shape: str, ndim: int, rows: List[str], chunk: str = str(_CHUNK)) -> List[str]:
     """The lines walking the tasks ``first`` to ``last`` over the rows of an array of shape ``shape`` (an
-    expression) cut in chunks (a task is a chunk of a row; :func:`tasks` counts them): the chunk is
-    ``c0:c0 + n`` of the row at ``rows``."""
+    expression) cut in chunks of ``chunk`` elements (a task is a chunk of a row; :func:`tasks` counts them):
+    the chunk is ``c0:c0 + n`` of the row at ``rows``."""
     body = [f"    cols = {shape}[{ndim - 1}]",
-            f"    chunks = (cols + {_CHUNK} - 1) // {_CHUNK}",
+            f"    chunks = (cols + {chunk} - 1) // {chunk}",
             "    for task in range(first, last):",
             "        r = task // chunks",
-            f"        c0 = (task % chunks) * {_CHUNK}",
-            f"        n = min({_CHUNK}, cols - c0)"]
+            f"        c0 = (task % chunks) * {chunk}",
+            f"        n = min({chunk}, cols - c0)"]
     for d in range(ndim - 2, -1, -1):
         body += [f"        {rows[d]} = r % {shape}[{d}]", f"        r //= {shape}[{d}]"]
     return body
@@ -431,23 +432,72 @@ def _softmax_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.S
     return "\n".join(_HEAD + [_jit(reassoc=True), f"def kernel({args}):", *body, ""])
 
 
+def _softmax_columns_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement], result: str,
+                            dtype: str, ndim: int, axis: int, log: bool) -> str:
+    """``kernel(first, last, *input arrays, out, kept, chunk)``: a softmax (``log``: log-softmax) along dim
+    ``axis``, not the last, for the tasks ``first`` to ``last`` over ``kept`` (the output's shape without
+    that dim) cut in chunks of ``chunk`` along the last dim, each a column per element of the chunk:
+    ``result`` of every index along ``axis`` written into ``out``, with each column's max (a NaN wins), then
+    the exponentials and their sums, then the division (or the shift) in place, in the output's dtype, all
+    while the task's ``size x chunk`` values are in the cache.  The steps are :func:`_softmax_source`'s
+    over columns instead of a row, vectorized across the chunk."""
+    kept = [d for d in range(ndim) if d != axis]
+    index = ["j" if d == axis else f"i{d}" for d in range(ndim - 1)]
+    typed = (lambda text: f"float32({text})") if dtype == "float32" else (lambda text: f"float64({text})")
+    exp, log_ = ("exp32", "log32") if dtype == "float32" else ("exp", "log")
+    body = [f"    top = np.empty(chunk, np.{dtype})", f"    total = np.empty(chunk, np.{dtype})",
+            "    nan = np.empty(chunk, np.bool_)", f"    size = a_out.shape[{axis}]"]
+    body += _chunk_tasks("kept", len(kept), [f"i{d}" for d in kept[:-1]], "chunk")
+    body += ["        for c in range(n):", f"            top[c] = {typed('-np.inf')}", "            nan[c] = False",
+             f"            total[c] = {typed('0.0')}"]
+    column = f"        s_out = a_out[{', '.join(index + ['c0:c0 + n'])}]"
+    pad = "            "
+    body += ["        for j in range(size):", "    " + column]
+    body += _slices(pad, ins, ones, index, "c0:c0 + n")
+    body += _exact_pass(_per_element(pad, ins, ones, lines, "n") + [f"{pad}    s_out[c] = {result}"], pad)
+    # the max apart, once the values are exact: a NaN flag beside max() keeps the loop vectorized
+    body += [f"{pad}for c in range(n):", f"{pad}    v = s_out[c]", f"{pad}    top[c] = max(top[c], v)",
+             f"{pad}    nan[c] |= v != v"]
+    body += ["        for c in range(n):", f"            top[c] = {typed('np.nan')} if nan[c] else top[c]"]
+    body += ["        for j in range(size):", "    " + column, f"{pad}for c in range(n):",
+             f"{pad}    e = {exp}(s_out[c] - top[c])", *([] if log else [f"{pad}    s_out[c] = e"]), f"{pad}    total[c] += e"]
+    if log:
+        body += ["        for c in range(n):", f"            top[c] = top[c] + {log_}(total[c])"]
+    body += ["        for j in range(size):", "    " + column, f"{pad}for c in range(n):",
+             f"{pad}    s_out[c] = s_out[c] - top[c]" if log else f"{pad}    s_out[c] = s_out[c] / total[c]"]
+    args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_out", "kept", "chunk"])
+    return "\n".join(_HEAD + [_jit(reassoc=False), f"def kernel({args}):", *body, ""])
+
+
+#: bytes of a column softmax's task (its ``size x chunk`` values): three passes over them stay in L2
+_COLUMNS_BYTES = 1 << 19
+
+
 def _softmax_forward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Callable:
-    """The forward kernel of a chain that ends in a softmax or log-softmax along the last dim
-    (:func:`_softmax_source`): one pass over the inputs per row, the rows shared among threads for enough
-    work."""
-    part, kind, _ = formulas.split_reduction(chain)
+    """The forward kernel of a chain that ends in a softmax or log-softmax: along the last dim one pass over
+    the inputs per row (:func:`_softmax_source`), along another per chunk of columns
+    (:func:`_softmax_columns_source`), the rows or chunks shared among threads for enough work."""
+    part, kind, (axis,) = formulas.split_reduction(chain)
     lines, (result,) = formulas.forward(part, [v.dtype for v in inputs])
     shape = tuple(outputs[0].shape)
+    axis %= len(shape)
     dtype = outputs[0].dtype
-    kernel = _load(_softmax_source([f"x{n}" for n in range(len(inputs))], [ones_of(v.shape, len(shape)) for v in inputs],
-                                   lines, result, dtype, len(shape), kind == "log_softmax")).kernel
-    rows = math.prod(shape[:-1])
+    ins, ones = [f"x{n}" for n in range(len(inputs))], [ones_of(v.shape, len(shape)) for v in inputs]
     big = math.prod(shape) * (formulas.work(part) + 20) >= _PARALLEL_FROM  # + the exponential's 20
     native = _dtypes.as_dtype(dtype)
+    if axis == len(shape) - 1:
+        kernel = _load(_softmax_source(ins, ones, lines, result, dtype, len(shape), kind == "log_softmax")).kernel
+        extra, count = (), math.prod(shape[:-1])
+    else:
+        kernel = _load(_softmax_columns_source(ins, ones, lines, result, dtype, len(shape), axis,
+                                               kind == "log_softmax")).kernel
+        kept = tuple(n for d, n in enumerate(shape) if d != axis)
+        chunk = max(16, min(_CHUNK, _COLUMNS_BYTES // (shape[axis] * native.itemsize)))
+        extra, count = (kept, chunk), math.prod(kept[:-1]) * -(-kept[-1] // chunk)
 
     def run(B, arrays):
         out = B.empty(shape, dtype=B.native(native))
-        split(min(get_num_threads(), rows) if big else 1, rows, kernel, *_operands(B, arrays, shape), out)
+        split(min(get_num_threads(), count) if big else 1, count, kernel, *_operands(B, arrays, shape), out, *extra)
         return (out,)
 
     return run
@@ -458,10 +508,11 @@ def _softmax_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[V
     (the fused op saves it, as the eager softmax does): the elementwise part's backward kernel with the
     gradient of its result computed per element (formulas.softmax_seed) from the output's gradient and
     one number per row."""
-    part, kind, _ = formulas.split_reduction(chain)
+    part, kind, (axis,) = formulas.split_reduction(chain)
     out = outputs[0]
     ndim = len(out.shape)
-    whole, row = (False,) * ndim, (False,) * (ndim - 1) + (True,)
+    axis %= ndim
+    whole, row = (False,) * ndim, tuple(d == axis for d in range(ndim))
     inner = backward_kernel(part, inputs, [out], seed=(["y", "g", "d"], [whole, whole, row],
                                                         formulas.softmax_seed(kind, out.dtype)))
     if inner is None:
@@ -469,7 +520,7 @@ def _softmax_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[V
 
     def kernel(B, arrays, out_grads):
         y, g = arrays[-1], out_grads[0]
-        return inner(B, arrays[:-1], [y, g, formulas.softmax_row_term(B, kind, g, y)])
+        return inner(B, arrays[:-1], [y, g, formulas.softmax_row_term(B, kind, g, y, axis)])
 
     return kernel
 

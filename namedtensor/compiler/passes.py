@@ -197,7 +197,7 @@ def fuse_elementwise(graph: Graph, fusible: Callable[[Node], bool], kernels_for:
     each element of the run's shape where only the run reads it, and stays a node of its own, before
     the fused one, where a later node reads it too (its values must keep their shape).  A run whose
     only result is its last value, read by nothing but the next node, takes that node in too when
-    ``absorbs`` it (a sum or mean, a softmax along the last dim): the intermediate is then never stored.
+    ``absorbs`` it (a sum or mean, a softmax): the intermediate is then never stored.
     ``math_calls``: the most members of a run whose formulas call numba_math (formulas.calls_math), after
     which a new run starts (a kernel's compile time grows faster than its chain).  Returns the number of
     groups made."""
