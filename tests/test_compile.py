@@ -564,6 +564,36 @@ def test_expm1_fuses_on_the_cpu(dtype):
     assert_close(nt.grad(got.sum(), x)[0], nt.grad(elu(x).sum(), x)[0], rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_rounding_sign_and_finiteness_fuse_with_numpys_values(dtype):
+    pytest.importorskip("numba")
+    # halves round to even, as NumPy's round; signed zeros, NaN and infinities as eagerly
+    a = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 0.0, np.nan, np.inf, -np.inf, 3.7, -3.7, 1e20, 0.49999997,
+                  4503599627370497.0, -1e-300, 7.0])
+    x = nt.tensor(a.astype(dtype), names=("i",)).requires_grad_()
+    g = nt.tensor(np.linspace(1, 2, len(a)).astype(dtype), names=("i",))
+    cases = {"floor": lambda x: x.floor() * 2.0, "ceil": lambda x: x.ceil() * 2.0, "round": lambda x: x.round() * 2.0,
+             "trunc": lambda x: nt.trunc(x) * 2.0, "frac": lambda x: nt.frac(x) * 2.0, "sign": lambda x: x.sign() * 2.0,
+             "isnan": lambda x: nt.where(nt.isnan(x), 0.0, x) * 2.0, "isinf": lambda x: nt.where(nt.isinf(x), 0.0, x) * 2.0,
+             "isfinite": lambda x: nt.where(nt.isfinite(x), x, 0.0) * 2.0}
+    for name, fn in cases.items():
+        with np.errstate(invalid="ignore"):
+            cf, got = compiled_quietly(fn, x)
+            want = fn(x)
+            (ga,), (gw,) = nt.grad(got, (x,), g), nt.grad(want, (x,), g)  # 0 but for frac's, g
+        label = f"{name}+where+mul" if name.startswith("is") else f"{name}+mul"
+        assert [n.op.name for n in program(cf).graph.nodes] == [f"fused[{label}]"]
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+        np.testing.assert_array_equal(np.signbit(got.detach().numpy()), np.signbit(want.detach().numpy()))
+        np.testing.assert_array_equal(ga.numpy(), gw.numpy())
+    # fake quantization, as quantization-aware training writes it, is one kernel each way
+    fq = lambda x: (x / 0.05).round().clamp(-128, 127) * 0.05
+    cf, got = compiled_quietly(fq, x)
+    assert [n.op.name for n in program(cf).graph.nodes] == ["fused[div+round+clip+mul]"]
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(got.detach().numpy(), fq(x).detach().numpy())
+
+
 def test_a_chains_work_weighs_each_math_call_as_twenty_additions():
     pytest.importorskip("numba")
     x = rnd(6, 300, names=("a", "b"), dtype="float64").requires_grad_()
@@ -585,6 +615,8 @@ _EVERY_FORMULA = [
     lambda x: nt.maximum(x, 0.3) + nt.minimum(x, 0.6) + x.clip(-5.0, 5.0) ** 1.7,
     lambda x: nt.where(x == 0.2, 0.0, x) + nt.where(x != 0.4, x, 1.0) + nt.where(x < 0.5, x, 2.0),
     lambda x: nt.where(x <= 0.5, x, 3.0) + nt.where(x > 0.3, x, 4.0) + nt.where(x >= 0.3, x, 5.0),
+    lambda x: (x * 3.0).floor() + (x * 3.0).ceil() + (x * 5.0).round() + nt.trunc(x * 7.0) + nt.frac(x * 7.0) * x
+    + (x - 0.5).sign() + nt.where(nt.isnan(x), 0.0, x) + nt.where(nt.isinf(x), 0.0, x) + nt.where(nt.isfinite(x), x, 1.0),
 ]
 
 

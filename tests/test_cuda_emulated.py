@@ -112,3 +112,26 @@ def test_operands_with_one_gradient_formula_share_one_output_of_the_generated_ba
     tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-12, "atol": 1e-12}
     np.testing.assert_allclose(np.asarray(gh), grads_want[0].numpy(), **tol)
     np.testing.assert_allclose(np.asarray(go).sum(axis=0), grads_want[1].numpy(), **tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_rounding_sign_and_finiteness_run_as_numpy_computes_them(cp, dtype):
+    from test_compile import cuda_fused_nodes
+
+    a = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 0.0, np.nan, np.inf, -np.inf, 3.7, -3.7, 1e20], dtype)
+    fn = lambda x: (x.floor() + x.ceil() * 2.0 + x.round() * 4.0 + nt.trunc(x) * 8.0 + nt.frac(x) + x.sign() * 16.0
+                    + nt.where(nt.isnan(x), 1.0, x) + nt.where(nt.isinf(x), 2.0, x) + nt.where(nt.isfinite(x), x, 3.0))
+    x = nt.tensor(a, names=("i",))
+    (node,) = cuda_fused_nodes(fn, x)
+    forward = cuda_codegen.forward_kernel(node.op.chain, node.args, node.outputs)
+    (y,) = forward(_EmulatedCupyBackend(cp), [cp.asarray(a)])
+    with np.errstate(invalid="ignore"):
+        want = fn(x).numpy()
+    np.testing.assert_array_equal(np.asarray(y), want)  # NaN where eager has NaN
+    x.requires_grad_()
+    g = np.linspace(1, 2, len(a)).astype(dtype)
+    with np.errstate(invalid="ignore"):
+        (gw,) = nt.grad(fn(x), (x,), nt.tensor(g, names=("i",)))
+    backward = cuda_codegen.backward_kernel(node.op.chain, node.args, node.outputs)
+    (gx,) = backward(_EmulatedCupyBackend(cp), [cp.asarray(a)], [cp.asarray(g)])
+    np.testing.assert_array_equal(np.asarray(gx), gw.numpy())  # frac's gradient, g; the others' 0

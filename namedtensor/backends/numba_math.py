@@ -1,4 +1,5 @@
-"""exp, expm1, tanh, erf, log, log1p, pow, sin and cos for the CPU kernels, written so that LLVM vectorizes the loops that call them.
+"""exp, expm1, tanh, erf, log, log1p, pow, sin and cos for the CPU kernels, written so that LLVM vectorizes the loops that call them
+(and floor, ceil, trunc and rint, NumPy's, in the argument's float type).
 
 Numba compiles ``math.exp`` to a call of the C library once per element, which no loop vectorizer can
 widen; these are arithmetic, a comparison or two and a bit cast, all of which it can.  ``exp``,
@@ -57,7 +58,8 @@ from numba.extending import intrinsic, overload
 
 __all__ = ["exp", "tanh", "log", "log1p", "expm1", "exp32", "tanh32", "erf32", "log32", "log1p32", "expm1_32",
            "pow32", "powi32", "sin32", "cos32", "sin32_exact", "cos32_exact", "sin64", "cos64", "sin64_exact", "cos64_exact",
-           "erf64", "TRIG_LIMIT", "powi64", "powi64_exact", "POWI_SAFE", "pow64", "pow64_safe", "pow64_exact", "exp_of"]
+           "erf64", "TRIG_LIMIT", "powi64", "powi64_exact", "POWI_SAFE", "pow64", "pow64_safe", "pow64_exact", "exp_of",
+           "floor", "ceil", "trunc", "rint"]
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
@@ -695,6 +697,28 @@ def pow64(x, y):
 @njit(inline="always", cache=True)
 def pow64_exact(x, y):
     return math.pow(x, y)
+
+
+# floor, ceil, trunc and rint in the argument's float type (math's floor and ceil give Python ints in Numba),
+# each one rounding instruction in a vectorized loop
+@njit(inline="always", cache=True)
+def floor(x):
+    return np.floor(x)
+
+
+@njit(inline="always", cache=True)
+def ceil(x):
+    return np.ceil(x)
+
+
+@njit(inline="always", cache=True)
+def trunc(x):
+    return np.trunc(x)
+
+
+@njit(inline="always", cache=True)
+def rint(x):
+    return np.rint(x)
 
 
 def exp_of(x):

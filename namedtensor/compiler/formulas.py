@@ -123,7 +123,8 @@ def _gelu_tanh_grad(x: str, g: str) -> str:
 
 #: Op class name -> the formula of one element from its operands' texts and the op's params.  Every
 #: formula compiles to vector instructions on the CPU, in float32 and float64: arithmetic, comparisons,
-#: selections, square roots, and exp, expm1, tanh, erf, log, log1p, sin, cos and pow through
+#: selections, square roots, rounding (floor, ceil, trunc, round half to even as NumPy's), sign, the tests
+#: for NaN, infinities and finite numbers, and exp, expm1, tanh, erf, log, log1p, sin, cos and pow through
 #: backends/numba_math.py (sin and cos reduce their argument exactly below numba_math.TRIG_LIMIT, a float64
 #: power is exact where numba_math.pow64_safe holds, and the kernel does a chunk with another argument
 #: again with the C library's functions: numba_codegen._exact_pass).  A formula that called the C library
@@ -160,6 +161,15 @@ SCALAR: Dict[str, Callable[[List[str], Dict[str, Any]], str]] = {
     "_Pow": lambda a, p: _pow(a),
     "_Where": lambda a, p: f"({a[1]} if {a[0]} else {a[2]})",
     "_Clip": _clip,
+    "_Floor": lambda a, p: f"floor({a[0]})",
+    "_Ceil": lambda a, p: f"ceil({a[0]})",
+    "_Trunc": lambda a, p: f"trunc({a[0]})",
+    "_Round": lambda a, p: f"rint({a[0]})",  # half to even, as NumPy's round
+    "_Frac": lambda a, p: f"({a[0]} - trunc({a[0]}))",
+    "_Sign": lambda a, p: _sign(a[0]),
+    "_Isnan": lambda a, p: f"({a[0]} != {a[0]})",
+    "_Isinf": lambda a, p: f"(fabs({a[0]}) == np.inf)",
+    "_Isfinite": lambda a, p: f"(({a[0]} - {a[0]}) == 0.0)",  # inf - inf and NaN - NaN are NaN
     "_Eq": lambda a, p: f"({a[0]} == {a[1]})",
     "_Ne": lambda a, p: f"({a[0]} != {a[1]})",
     "_Lt": lambda a, p: f"({a[0]} < {a[1]})",
@@ -192,6 +202,8 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
     "_Erf": lambda a, t, g, p: [f"({g} * exp(-({a[0]} * {a[0]})) * {_TWO_OVER_SQRT_PI})"],
     "_Sigmoid": lambda a, t, g, p: [f"({g} * {t} * (1.0 - {t}))"],
     "_Relu": lambda a, t, g, p: [f"({g} if {a[0]} > 0 else 0.0)"],
+    **{name: (lambda a, t, g, p: ["0.0"]) for name in ("_Floor", "_Ceil", "_Trunc", "_Round", "_Sign")},
+    "_Frac": lambda a, t, g, p: [g],
     "_Silu": lambda a, t, g, p: [f"({g} * {_sigmoid(a[0])} * (1.0 + {a[0]} * (1.0 - {_sigmoid(a[0])})))"],
     "_Softplus": lambda a, t, g, p: [f"({g} * {_sigmoid(a[0])})"],
     "_Gelu": lambda a, t, g, p: [f"({g} * (0.5 * (1.0 + erf({a[0]} * {_SQRT1_2})) + {a[0]} * exp(-0.5 * {a[0]} "

@@ -70,7 +70,7 @@ _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
 _HEAD = ["import numpy as np", "from math import sqrt, fabs, pow",
          "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "
          "log32, log1p32, pow32, erf64, sin32, cos32, sin32_exact, cos32_exact, sin64, cos64, sin64_exact, cos64_exact, "
-         "TRIG_LIMIT, powi32, powi64, powi64_exact, pow64, pow64_safe, pow64_exact",
+         "TRIG_LIMIT, powi32, powi64, powi64_exact, pow64, pow64_safe, pow64_exact, floor, ceil, trunc, rint",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
