@@ -11,6 +11,11 @@ medians of per-round ratios):
 * ``softmax``: scale + mask + softmax of attention scores written by hand (``(s * 0.17 + mask).softmax``
   over the keys; batch 16, 8 heads, 128 queries and keys, a causal mask), forward and forward plus
   backward: namedtensor eager, compiled (one kernel each way), PyTorch eager.
+* ``chains``: chains whose kernels the compiler's choices decide (2M elements, forward), eager against
+  compiled: an ELU (``expm1``), fake quantization (``round`` and ``clamp``), a softmax over a middle dim of
+  attention scores ``(batch, key, head, query)`` (by columns), float32 ``x ** 4`` with negative bases
+  (``powi32``; NumPy's pow does those one at a time) and float32 ``(x * w) ** 1.5 + x`` (left to NumPy's
+  SIMD ``pow`` where it has one).
 * ``step``: one training step (forward, backward, AdamW) of bench/train_step.py's block (batch 16, seq
   128, model 256, 8 heads, MLP 1024): eager (``AdamW()``), the block and its loss compiled (one function)
   with ``AdamW(fused=True)``, the whole step compiled (its backward and update steps of the graph),
@@ -28,7 +33,7 @@ medians of per-round ratios):
   as nt.compile pauses it); and the same for JAX's jitted step (XLA compiles in memory).
 
     pip install torch==2.13.0 numba jax      # the PyTorch and JAX columns; the fused CPU kernels
-    python bench/compile.py [--threads 1] [--rounds 15] [--part loop|softmax|step|compile]
+    python bench/compile.py [--threads 1] [--rounds 15] [--part loop|softmax|chains|step|compile]
 
 A library that is not installed has no column.  JAX runs on as many threads as the others (XLA's
 Eigen thread pool off for one thread).  OpenBLAS tuning variables that this workplace sets for old
@@ -58,7 +63,7 @@ def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--part", choices=("loop", "softmax", "step", "compile", "all"), default="all")
+    p.add_argument("--part", choices=("loop", "softmax", "chains", "step", "compile", "all"), default="all")
     p.add_argument("--child", choices=("memory eager", "memory compiled", "memory compiled whole step", "memory torch",
                                        "memory jax", "compile time",
                                        "numba start", "jax compile time", "alone eager", "alone compiled", "alone compiled unretained"),
@@ -176,6 +181,36 @@ def softmax_table() -> None:
         torch_s = f"{med['torch']:.2f}" if "torch" in med else "-"
         print(f"| {label} | {med['eager']:.2f} | {med['compiled']:.2f} | {torch_s} | "
               f"{ratio(times, 'eager', 'compiled'):.2f}x |")
+
+
+# ----------------------------------------------------------------------------- chains the compiler chooses for
+
+
+def _chain_cases() -> dict:
+    rng = np.random.default_rng(0)
+    x = nt.tensor(rng.standard_normal(2_000_000, dtype=np.float32), names=("i",))
+    w = nt.tensor(rng.uniform(0.5, 2.0, 2_000_000).astype(np.float32), names=("i",))
+    scores = nt.tensor(rng.standard_normal((16, 128, 8, 128), dtype=np.float32), names=("batch", "key", "head", "query"))
+    return {
+        "ELU, float64": (lambda x: nt.where(x > 0, x, 1.5 * x.expm1()), (x.to("float64"),)),
+        "fake quantization": (lambda x: (x / 0.05).round().clamp(-128, 127) * 0.05, (x,)),
+        "softmax over a middle dim": (lambda s: (s * 0.17).softmax("key"), (scores,)),
+        "x ** 4, negative bases": (lambda x, w: x ** 4 * w, (x, w)),
+        "(x * w) ** 1.5 + x": (lambda x, w: (x.abs() * w) ** 1.5 + x, (x, w)),
+    }
+
+
+def chains_table() -> None:
+    print(f"\nchains, 2M float32 elements (ELU: float64), forward, {ARGS.threads} thread(s), ms")
+    print("| chain | eager | compiled | eager / compiled |")
+    print("|---|---|---|---|")
+    for label, (fn, args) in _chain_cases().items():
+        compiled = nt.compile(fn)
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_allclose(compiled(*args).numpy(), fn(*args).numpy(), rtol=2e-6, atol=1e-6)
+            times = interleaved({"eager": lambda: fn(*args), "compiled": lambda: compiled(*args)}, ARGS.rounds * 2)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(f"| {label} | {med['eager']:.2f} | {med['compiled']:.2f} | {ratio(times, 'eager', 'compiled'):.2f}x |")
 
 
 # ----------------------------------------------------------------------------- the training step
@@ -432,12 +467,14 @@ def main() -> None:
         print("PyTorch is not installed (pip install torch==2.13.0): no PyTorch column.")
     if jax is None:
         print("JAX is not installed (pip install jax): no JAX column.")
-    parts = ("loop", "softmax", "step", "compile") if ARGS.part == "all" else (ARGS.part,)
+    parts = ("loop", "softmax", "chains", "step", "compile") if ARGS.part == "all" else (ARGS.part,)
     nt.set_num_threads(ARGS.threads)
     if "loop" in parts:
         loop_table()
     if "softmax" in parts:
         softmax_table()
+    if "chains" in parts:
+        chains_table()
     if "step" in parts:
         step_table()
     if "compile" in parts:
