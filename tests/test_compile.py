@@ -594,6 +594,31 @@ def test_rounding_sign_and_finiteness_fuse_with_numpys_values(dtype):
         np.testing.assert_array_equal(got.detach().numpy(), fq(x).detach().numpy())
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_nan_to_num_and_logaddexp_fuse_with_numpys_values(dtype):
+    pytest.importorskip("numba")
+    a = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -3.0, 1e30, -1e30, 5.0, 20.0, -20.0, 0.1])
+    b = np.array([1.0, np.inf, -np.inf, 0.0, 2.0, 1.5, np.nan, 1.0, -1e30, np.inf, 3.0, -19.5, 0.1000001])
+    x = nt.tensor(a.astype(dtype), names=("i",)).requires_grad_()
+    y = nt.tensor(b.astype(dtype), names=("i",)).requires_grad_()
+    g = nt.tensor(np.linspace(1, 2, len(a)).astype(dtype), names=("i",))
+    cases = {"nan_to_num": lambda x, y: nt.nan_to_num(x) * y,  # the dtype's largest finite values for infinities
+             "nan_to_num with its numbers": lambda x, y: nt.nan_to_num(x, 1.5, 7.0, -math.inf) * y,
+             "logaddexp": lambda x, y: nt.logaddexp(x, y) * 2.0}  # equal operands and infinities as NumPy's
+    tol = 3e-7 if dtype == "float32" else 5e-16
+    for name, fn in cases.items():
+        with np.errstate(all="ignore"):
+            cf, got = compiled_quietly(fn, x, y)
+            want = fn(x, y)
+            grads, expected = nt.grad(got, (x, y), g), nt.grad(want, (x, y), g)
+        assert [n.op.name for n in program(cf).graph.nodes] == [f"fused[{name.split()[0]}+mul]"]
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=tol, atol=0)  # NaN, infinities
+        for a_, e in zip(grads, expected):
+            np.testing.assert_allclose(a_.numpy(), e.numpy(), rtol=4 * tol, atol=0)
+    small = rnd(7, names=("i",), dtype="float64").requires_grad_()
+    assert gradcheck(nt.compile(lambda x, y: nt.logaddexp(x * 2.0, y)), small, rnd(7, names=("i",), seed=1, dtype="float64"))
+
+
 def test_a_chains_work_weighs_each_math_call_as_twenty_additions():
     pytest.importorskip("numba")
     x = rnd(6, 300, names=("a", "b"), dtype="float64").requires_grad_()
@@ -617,6 +642,7 @@ _EVERY_FORMULA = [
     lambda x: nt.where(x <= 0.5, x, 3.0) + nt.where(x > 0.3, x, 4.0) + nt.where(x >= 0.3, x, 5.0),
     lambda x: (x * 3.0).floor() + (x * 3.0).ceil() + (x * 5.0).round() + nt.trunc(x * 7.0) + nt.frac(x * 7.0) * x
     + (x - 0.5).sign() + nt.where(nt.isnan(x), 0.0, x) + nt.where(nt.isinf(x), 0.0, x) + nt.where(nt.isfinite(x), x, 1.0),
+    lambda x: nt.nan_to_num(x.log() * 2.0) + nt.logaddexp(x, x * 0.5),
 ]
 
 

@@ -135,3 +135,19 @@ def test_rounding_sign_and_finiteness_run_as_numpy_computes_them(cp, dtype):
     backward = cuda_codegen.backward_kernel(node.op.chain, node.args, node.outputs)
     (gx,) = backward(_EmulatedCupyBackend(cp), [cp.asarray(a)], [cp.asarray(g)])
     np.testing.assert_array_equal(np.asarray(gx), gw.numpy())  # frac's gradient, g; the others' 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_nan_to_num_and_logaddexp_run_as_numpy_computes_them(cp, dtype):
+    from test_compile import cuda_fused_nodes
+
+    a = np.array([np.nan, np.inf, -np.inf, 0.0, 1.5, -3.0, 1e30, 20.0, -20.0], dtype)
+    b = np.array([1.0, np.inf, -np.inf, 0.0, 1.5, np.nan, 1.0, 3.0, -19.5], dtype)
+    fn = lambda x, y: nt.nan_to_num(x, 1.5, 7.0) * 2.0 + nt.logaddexp(x, y)
+    args = [nt.tensor(a, names=("i",)), nt.tensor(b, names=("i",))]
+    (node,) = cuda_fused_nodes(fn, *args)
+    forward = cuda_codegen.forward_kernel(node.op.chain, node.args, node.outputs)
+    (out,) = forward(_EmulatedCupyBackend(cp), [cp.asarray(a), cp.asarray(b)])
+    with np.errstate(all="ignore"):
+        want = fn(*args).numpy()
+    np.testing.assert_allclose(np.asarray(out), want, rtol=3e-7 if dtype == "float32" else 5e-16, atol=0)

@@ -205,7 +205,8 @@ def _fused_chains():
         e = (nt.where(x == y, a, b) + nt.where(x != y, a, 0.0) + nt.where(x < y, 1.0, b) + nt.where(x <= y, a, b)
              + nt.where(x > 0, a, b) + nt.where(x >= 0, a, b) + nt.where(x > y, a, -np.inf) + nt.where(x < y, np.nan, b))
         f = (x.floor() + x.ceil() + x.round() + nt.trunc(x) + nt.frac(y) + x.sign() + nt.where(nt.isnan(x), a, b)
-             + nt.where(nt.isinf(y), a, b) + nt.where(nt.isfinite(x), a, b))
+             + nt.where(nt.isinf(y), a, b) + nt.where(nt.isfinite(x), a, b) + nt.nan_to_num(x, 1.0, 2.0, -np.inf)
+             + nt.logaddexp(x, y))
         return a + b + c + d + e + f
 
     from test_compile import cuda_chains

@@ -62,6 +62,15 @@ def _clip_grad(a: List[str], t: str, g: str, p: Dict[str, Any]) -> List[Optional
     return [f"({g} if ({' and '.join(c for c in inside if c)}) else 0.0)"]
 
 
+def _logaddexp(a: List[str], p: Dict[str, Any]) -> str:
+    # NumPy's: x + log(2) where the operands are equal (infinities of one sign too), else the larger plus
+    # log1p(exp(-|x - y|)), and the difference itself where it is NaN
+    x, y = a
+    d = f"({x} - {y})"
+    return (f"(({x} + 0.6931471805599453) if {x} == {y} else (({x} + log1p(exp(-{d}))) if {d} > 0 else "
+            f"(({y} + log1p(exp({d}))) if {d} <= 0 else {d})))")
+
+
 def _sign(x: str) -> str:
     # NumPy's sign: NaN stays NaN
     return f"({x} if {x} != {x} else (1.0 if {x} > 0 else (-1.0 if {x} < 0 else 0.0)))"
@@ -124,7 +133,8 @@ def _gelu_tanh_grad(x: str, g: str) -> str:
 #: Op class name -> the formula of one element from its operands' texts and the op's params.  Every
 #: formula compiles to vector instructions on the CPU, in float32 and float64: arithmetic, comparisons,
 #: selections, square roots, rounding (floor, ceil, trunc, round half to even as NumPy's), sign, the tests
-#: for NaN, infinities and finite numbers, and exp, expm1, tanh, erf, log, log1p, sin, cos and pow through
+#: for NaN, infinities and finite numbers, nan_to_num, and exp, expm1, tanh, erf, log, log1p, logaddexp, sin,
+#: cos and pow through
 #: backends/numba_math.py (sin and cos reduce their argument exactly below numba_math.TRIG_LIMIT, a float64
 #: power is exact where numba_math.pow64_safe holds, and the kernel does a chunk with another argument
 #: again with the C library's functions: numba_codegen._exact_pass).  A formula that called the C library
@@ -170,6 +180,9 @@ SCALAR: Dict[str, Callable[[List[str], Dict[str, Any]], str]] = {
     "_Isnan": lambda a, p: f"({a[0]} != {a[0]})",
     "_Isinf": lambda a, p: f"(fabs({a[0]}) == np.inf)",
     "_Isfinite": lambda a, p: f"(({a[0]} - {a[0]}) == 0.0)",  # inf - inf and NaN - NaN are NaN
+    "_NanToNum": lambda a, p: (f"(NAN_TO if {a[0]} != {a[0]} else (POS_TO if {a[0]} == np.inf else "
+                               f"(NEG_TO if {a[0]} == -np.inf else {a[0]})))"),
+    "_Logaddexp": _logaddexp,
     "_Eq": lambda a, p: f"({a[0]} == {a[1]})",
     "_Ne": lambda a, p: f"({a[0]} != {a[1]})",
     "_Lt": lambda a, p: f"({a[0]} < {a[1]})",
@@ -204,6 +217,8 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
     "_Relu": lambda a, t, g, p: [f"({g} if {a[0]} > 0 else 0.0)"],
     **{name: (lambda a, t, g, p: ["0.0"]) for name in ("_Floor", "_Ceil", "_Trunc", "_Round", "_Sign")},
     "_Frac": lambda a, t, g, p: [g],
+    "_NanToNum": lambda a, t, g, p: [f"({g} if ({a[0]} - {a[0]}) == 0.0 else 0.0)"],
+    "_Logaddexp": lambda a, t, g, p: [f"({g} * exp({a[0]} - {t}))", f"({g} * exp({a[1]} - {t}))"],
     "_Silu": lambda a, t, g, p: [f"({g} * {_sigmoid(a[0])} * (1.0 + {a[0]} * (1.0 - {_sigmoid(a[0])})))"],
     "_Softplus": lambda a, t, g, p: [f"({g} * {_sigmoid(a[0])})"],
     "_Gelu": lambda a, t, g, p: [f"({g} * (0.5 * (1.0 + erf({a[0]} * {_SQRT1_2})) + {a[0]} * exp(-0.5 * {a[0]} "
@@ -227,7 +242,7 @@ COMPOSITE = frozenset({"_Gelu", "_GeluTanh", "_Erf", "_Sigmoid", "_Silu", "_Soft
 
 #: the formulas that call backends/numba_math.py's functions (a power but by the numbers of POW_EXPONENTS):
 #: Numba inlines each call into the kernel, which makes up most of its compile time
-CALLS_MATH = frozenset({"_Exp", "_Expm1", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Softplus", "_Sin",
+CALLS_MATH = frozenset({"_Exp", "_Expm1", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Softplus", "_Logaddexp", "_Sin",
                         "_Cos", "_Erf", "_Gelu", "_GeluTanh"})
 
 
@@ -281,7 +296,8 @@ def _numeric(a: Any) -> Optional[float]:
 _MODULES = ("namedtensor.ops.elementwise",)
 
 #: numbers in params that become typed constants of the kernel
-_PARAM_CONSTANTS = {"_Clip": (("min", "LO"), ("max", "HI"))}
+_PARAM_CONSTANTS = {"_Clip": (("min", "LO"), ("max", "HI")),
+                    "_NanToNum": (("nan", "NAN_TO"), ("posinf", "POS_TO"), ("neginf", "NEG_TO"))}
 
 
 #: the reductions a kernel computes at the end of a chain (over any dims), by Op class name
