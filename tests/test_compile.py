@@ -3370,6 +3370,11 @@ def test_a_softmax_along_another_dim_is_one_kernel_by_columns_on_the_cpu(split_c
         assert gradcheck(nt.compile(fn), small, rnd(3, 4, 5, names=("head", "query", "key"), seed=4, dtype=dtype))
     # on the GPU, where the generated softmax kernels run a block per row, it stays its own op
     assert [c.label() for c, _ in cuda_chains(fn, s, mask)] == ["sin+mul+add"]
+    for shape in ((0, 6, 9), (3, 0, 9), (3, 6, 0), (1, 1, 9)):  # empty along the dim, or across it
+        e = rnd(*shape, names=("head", "query", "key"), dtype=dtype)
+        cf, got = compiled_quietly(lambda e: getattr(e * 3.0, how)(dim), e)
+        assert got.shape == shape and [n.op.name for n in program(cf).graph.nodes] == [f"fused[mul+{how}]"]
+        assert_close(got, getattr(e * 3.0, how)(dim), rtol=tol, atol=tol)
     mask = rnd(6, 9, names=("query", "key"), seed=1)
     ((chain, _),) = cuda_chains(_attention_weights("softmax"), s, mask)
     assert chain.label() == "mul+add+softmax"

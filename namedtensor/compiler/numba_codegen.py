@@ -492,7 +492,7 @@ def _softmax_forward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
         kernel = _load(_softmax_columns_source(ins, ones, lines, result, dtype, len(shape), axis,
                                                kind == "log_softmax")).kernel
         kept = tuple(n for d, n in enumerate(shape) if d != axis)
-        chunk = max(16, min(_CHUNK, _COLUMNS_BYTES // (shape[axis] * native.itemsize)))
+        chunk = max(16, min(_CHUNK, _COLUMNS_BYTES // (max(shape[axis], 1) * native.itemsize)))
         extra, count = (kept, chunk), math.prod(kept[:-1]) * -(-kept[-1] // chunk)
 
     def run(B, arrays):
