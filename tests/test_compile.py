@@ -3354,22 +3354,25 @@ def test_a_softmax_along_another_dim_is_one_kernel_by_columns_on_the_cpu(split_c
     m[:, 1, 2] = -np.inf  # along "head": a column of -inf (NaN, as exp(-inf - -inf)), along "query" one -inf
     m[0, :, 4] = -np.inf  # along "query": a column of -inf, along "head" one -inf
     mask = nt.tensor(m.astype(dtype), names=("head", "query", "key"))
-    fn = lambda s, mask: getattr(s.sin() * 3.0 + mask, how)(dim)
+    w = nt.tensor(np.linspace(0.5, 3, 9).astype(dtype), names=("key",)).requires_grad_()  # broadcast along the others
+    fn = lambda s, mask, w: getattr(s.sin() * w + mask, how)(dim)
     with np.errstate(invalid="ignore"):
-        cf, got = compiled_quietly(fn, s, mask)
-        want = fn(s, mask)
+        cf, got = compiled_quietly(fn, s, mask, w)
+        want = fn(s, mask, w)
     assert [n.op.name for n in program(cf).graph.nodes] == [f"fused[sin+mul+add+{how}]"]
     tol = 1e-12 if dtype == "float64" else 2e-6
     assert got.names == want.names and got.dtype == want.dtype
     assert_close(got, want, rtol=tol, atol=tol)  # NaNs where eager has them
     g = rnd(3, 6, 9, names=("head", "query", "key"), seed=2, dtype=dtype)
-    (ga,), (ge,) = nt.grad(got, [s], g), nt.grad(want, [s], g)
-    assert_close(ga, ge, rtol=10 * tol, atol=10 * tol)
+    with np.errstate(invalid="ignore"):
+        for ga, ge in zip(nt.grad(got, [s, w], g), nt.grad(want, [s, w], g)):  # w's summed over the other dims
+            assert_close(ga, ge, rtol=10 * tol, atol=10 * tol)
     if dtype == "float64" and threads == 1:
         small = rnd(3, 4, 5, names=("head", "query", "key"), seed=3, dtype=dtype).requires_grad_()
-        assert gradcheck(nt.compile(fn), small, rnd(3, 4, 5, names=("head", "query", "key"), seed=4, dtype=dtype))
+        assert gradcheck(nt.compile(fn), small, rnd(3, 4, 5, names=("head", "query", "key"), seed=4, dtype=dtype),
+                         rnd(5, names=("key",), seed=5, dtype=dtype))
     # on the GPU, where the generated softmax kernels run a block per row, it stays its own op
-    assert [c.label() for c, _ in cuda_chains(fn, s, mask)] == ["sin+mul+add"]
+    assert [c.label() for c, _ in cuda_chains(fn, s, mask, w)] == ["sin+mul+add"]
     for shape in ((0, 6, 9), (3, 0, 9), (3, 6, 0), (1, 1, 9)):  # empty along the dim, or across it
         e = rnd(*shape, names=("head", "query", "key"), dtype=dtype)
         cf, got = compiled_quietly(lambda e: getattr(e * 3.0, how)(dim), e)
