@@ -619,6 +619,50 @@ def test_nan_to_num_and_logaddexp_fuse_with_numpys_values(dtype):
     assert gradcheck(nt.compile(lambda x, y: nt.logaddexp(x * 2.0, y)), small, rnd(7, names=("i",), seed=1, dtype="float64"))
 
 
+def test_log2_and_exp2_of_cpu_kernels_are_within_an_ulp_and_exact_at_powers_of_two():
+    numba = pytest.importorskip("numba")
+    from namedtensor.backends import numba_math
+
+    def kernel(fn):
+        @numba.njit(error_model="numpy", fastmath={"contract"})  # as the generated kernels are compiled
+        def each(x, out):
+            for i in range(x.shape[0]):
+                out[i] = fn(x[i])
+        return each
+
+    rng = np.random.default_rng(0)
+    for dtype, log2, exp2, reach in (("float64", numba_math.log2, numba_math.exp2, 700),
+                                     ("float32", numba_math.log2_32, numba_math.exp2_32, 87)):
+        tiny = np.finfo(dtype).tiny
+        cases = ((log2, np.log2, np.concatenate([np.exp(rng.uniform(-reach, reach, 100000)), rng.uniform(0.5, 2, 100000),
+                                                 1 + rng.uniform(-1e-3, 1e-3, 20000)])),
+                 (exp2, np.exp2, np.concatenate([rng.uniform(-1.4 * reach, 1.4 * reach, 100000), rng.uniform(-1, 1, 100000)])))
+        for fn, exact, x in cases:
+            x = x.astype(dtype)
+            got = np.empty_like(x)
+            kernel(fn)(x, got)
+            want = exact(x.astype(np.longdouble))
+            normal = np.abs(want.astype(dtype)) >= tiny
+            ulps = np.abs(got[normal] - want[normal]) / np.spacing(np.abs(want[normal]).astype(dtype))
+            assert ulps.max() <= 1.05, (dtype, exact.__name__)
+        # powers of two exactly, and NaN, infinities, zeros and the subnormals as NumPy's
+        k = np.arange(-149 if dtype == "float32" else -1074, 128 if dtype == "float32" else 1024).astype(dtype)
+        powers = np.exp2(k.astype(np.float64)).astype(dtype)
+        out = np.empty_like(k)
+        kernel(log2)(powers, out)
+        np.testing.assert_array_equal(out, k)
+        kernel(exp2)(k, out)
+        np.testing.assert_array_equal(out, powers)
+        special = np.array([0.0, -0.0, -1.0, np.inf, -np.inf, np.nan, 1.0, 0.5], dtype)
+        with np.errstate(all="ignore"):
+            for fn, exact in ((log2, np.log2), (exp2, np.exp2)):
+                kernel(fn)(special, out[:8])
+                np.testing.assert_array_equal(out[:8], exact(special))
+        edges = np.array([-1075.0, -1074.5, 1023.99, 1024.0] if dtype == "float64" else [-150.0, -149.5, 127.99, 128.0], dtype)
+        kernel(exp2)(edges, out[:4])
+        np.testing.assert_array_equal(out[:4], np.exp2(edges.astype(np.longdouble)).astype(dtype))
+
+
 def test_a_chains_work_weighs_each_math_call_as_twenty_additions():
     pytest.importorskip("numba")
     x = rnd(6, 300, names=("a", "b"), dtype="float64").requires_grad_()
@@ -642,7 +686,7 @@ _EVERY_FORMULA = [
     lambda x: nt.where(x <= 0.5, x, 3.0) + nt.where(x > 0.3, x, 4.0) + nt.where(x >= 0.3, x, 5.0),
     lambda x: (x * 3.0).floor() + (x * 3.0).ceil() + (x * 5.0).round() + nt.trunc(x * 7.0) + nt.frac(x * 7.0) * x
     + (x - 0.5).sign() + nt.where(nt.isnan(x), 0.0, x) + nt.where(nt.isinf(x), 0.0, x) + nt.where(nt.isfinite(x), x, 1.0),
-    lambda x: nt.nan_to_num(x.log() * 2.0) + nt.logaddexp(x, x * 0.5),
+    lambda x: nt.nan_to_num(x.log() * 2.0) + nt.logaddexp(x, x * 0.5) + x.log2() + nt.exp2(x * 3.0),
 ]
 
 

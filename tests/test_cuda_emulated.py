@@ -138,12 +138,12 @@ def test_rounding_sign_and_finiteness_run_as_numpy_computes_them(cp, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_nan_to_num_and_logaddexp_run_as_numpy_computes_them(cp, dtype):
+def test_nan_to_num_logaddexp_log2_and_exp2_run_as_numpy_computes_them(cp, dtype):
     from test_compile import cuda_fused_nodes
 
     a = np.array([np.nan, np.inf, -np.inf, 0.0, 1.5, -3.0, 1e30, 20.0, -20.0], dtype)
     b = np.array([1.0, np.inf, -np.inf, 0.0, 1.5, np.nan, 1.0, 3.0, -19.5], dtype)
-    fn = lambda x, y: nt.nan_to_num(x, 1.5, 7.0) * 2.0 + nt.logaddexp(x, y)
+    fn = lambda x, y: nt.nan_to_num(x, 1.5, 7.0) * 2.0 + nt.logaddexp(x, y) + x.log2() + nt.exp2(y)
     args = [nt.tensor(a, names=("i",)), nt.tensor(b, names=("i",))]
     (node,) = cuda_fused_nodes(fn, *args)
     forward = cuda_codegen.forward_kernel(node.op.chain, node.args, node.outputs)

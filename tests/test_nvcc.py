@@ -206,7 +206,7 @@ def _fused_chains():
              + nt.where(x > 0, a, b) + nt.where(x >= 0, a, b) + nt.where(x > y, a, -np.inf) + nt.where(x < y, np.nan, b))
         f = (x.floor() + x.ceil() + x.round() + nt.trunc(x) + nt.frac(y) + x.sign() + nt.where(nt.isnan(x), a, b)
              + nt.where(nt.isinf(y), a, b) + nt.where(nt.isfinite(x), a, b) + nt.nan_to_num(x, 1.0, 2.0, -np.inf)
-             + nt.logaddexp(x, y))
+             + nt.logaddexp(x, y) + x.abs().log2() + nt.exp2(y))
         return a + b + c + d + e + f
 
     from test_compile import cuda_chains

@@ -22,6 +22,10 @@ holds nothing else there), as the NumPy backend's float32 ``erf`` computes it.  
 ``log``: fdlibm's ``__ieee754_log`` (the significand brought to ``[sqrt(1/2), sqrt(2))``, ``log(1 + f)`` by
 ``s = f / (2 + f)`` and a polynomial in ``s^2``); ``log32``: Cephes' ``logf`` (a polynomial in ``f``, no division).
 ``log1p(x)``: ``log(u)`` of ``u = 1 + x`` corrected by the rounding of that sum, ``((u - 1) - x) / u``.
+``log2``: fdlibm's ``e_log2.c`` on ``log``'s reduction (``log(1 + f)`` split so that its product by the first
+33 bits of 1 / ln 2 is exact, the exponent added last), ``log2_32`` the float32 form on ``logf``'s: within an
+ulp, and exactly ``k`` at ``2^k``.  ``exp2``: ``2^n e^(r ln 2)`` with ``n`` the nearest integer, ``r`` exact and
+``e^(r ln 2)`` by ``exp``'s (``exp32``'s) polynomial: within an ulp, and exact at integers.
 ``expm1(x)``: ``exp``'s reduction, ``e^r - 1 = r + r^2 q(r)`` by its Taylor series (to degree 14; float32's
 ``expm1_32`` to 8), then ``2^n (e^r - 1) + (2^n - 1)``, whose terms are exact and do not cancel: within 2 ulp
 (float32: 1.4), as fast as NumPy's (Kahan's ``(u - 1) x / log(u)``, an exponential, a logarithm and a
@@ -59,7 +63,7 @@ from numba.extending import intrinsic, overload
 __all__ = ["exp", "tanh", "log", "log1p", "expm1", "exp32", "tanh32", "erf32", "log32", "log1p32", "expm1_32",
            "pow32", "powi32", "sin32", "cos32", "sin32_exact", "cos32_exact", "sin64", "cos64", "sin64_exact", "cos64_exact",
            "erf64", "TRIG_LIMIT", "powi64", "powi64_exact", "POWI_SAFE", "pow64", "pow64_safe", "pow64_exact", "exp_of",
-           "floor", "ceil", "trunc", "rint"]
+           "floor", "ceil", "trunc", "rint", "log2", "exp2", "log2_32", "exp2_32"]
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
@@ -103,14 +107,8 @@ def _pow2(n):
 
 
 @njit(inline="always", cache=True)
-def exp(x):
-    x = float(x)
-    # the range reduction of a NaN or a far-out x is undefined: clamp it, and select the answer at the end;
-    # an x whose answer is 0 (a masked score's -inf) computes exp(0), not a subnormal: subnormal arithmetic
-    # takes the slow path of the floating-point unit
-    c = 0.0 if x < -745.1332191019412 else min(max(x, -746.0), 710.0)
-    n = int(c * _LOG2E + (0.5 if c >= 0 else -0.5))
-    r = (c - n * _LN2_HI) - n * _LN2_LO
+def _exp_reduced(r):
+    """``e^r`` for ``|r| <= ln2 / 2``: its Taylor series to degree 13."""
     p = 1.0 / 6227020800.0
     p = p * r + 1.0 / 479001600.0
     p = p * r + 1.0 / 39916800.0
@@ -124,9 +122,19 @@ def exp(x):
     p = p * r + 1.0 / 6.0
     p = p * r + 0.5
     p = p * r + 1.0
-    p = p * r + 1.0
+    return p * r + 1.0
+
+
+@njit(inline="always", cache=True)
+def exp(x):
+    x = float(x)
+    # the range reduction of a NaN or a far-out x is undefined: clamp it, and select the answer at the end;
+    # an x whose answer is 0 (a masked score's -inf) computes exp(0), not a subnormal: subnormal arithmetic
+    # takes the slow path of the floating-point unit
+    c = 0.0 if x < -745.1332191019412 else min(max(x, -746.0), 710.0)
+    n = int(c * _LOG2E + (0.5 if c >= 0 else -0.5))
     half = n // 2
-    y = p * _pow2(half) * _pow2(n - half)
+    y = _exp_reduced((c - n * _LN2_HI) - n * _LN2_LO) * _pow2(half) * _pow2(n - half)
     y = float("inf") if x > 709.782712893384 else y
     y = 0.0 if x < -745.1332191019412 else y
     return x if x != x else y
@@ -153,21 +161,26 @@ def _pow2_32(n):
 
 
 @njit(inline="always", cache=True)
-def exp32(x):
-    x = float32(x)
-    c = float32(0.0) if x < float32(-103.97208404541015625) else min(max(x, float32(-104.0)), float32(89.0))
-    # int32, not int: AVX2 has no eight-lane conversion of floats to int64
-    n = int32(c * float32(_LOG2E) + (float32(0.5) if c >= float32(0.0) else float32(-0.5)))
-    fn = float32(n)
-    r = (c - fn * float32(0.693359375)) + fn * float32(2.12194440e-4)
+def _exp32_reduced(r):
+    """``e^r`` of a float32 ``|r| <= ln2 / 2``: Cephes' ``expf`` polynomial."""
     p = float32(1.9875691500e-4)
     p = p * r + float32(1.3981999507e-3)
     p = p * r + float32(8.3334519073e-3)
     p = p * r + float32(4.1665795894e-2)
     p = p * r + float32(1.6666665459e-1)
     p = p * r + float32(5.0000001201e-1)
-    y = p * r * r + r + float32(1.0)
+    return p * r * r + r + float32(1.0)
+
+
+@njit(inline="always", cache=True)
+def exp32(x):
+    x = float32(x)
+    c = float32(0.0) if x < float32(-103.97208404541015625) else min(max(x, float32(-104.0)), float32(89.0))
+    # int32, not int: AVX2 has no eight-lane conversion of floats to int64
+    n = int32(c * float32(_LOG2E) + (float32(0.5) if c >= float32(0.0) else float32(-0.5)))
+    fn = float32(n)
     half = n >> int32(1)
+    y = _exp32_reduced((c - fn * float32(0.693359375)) + fn * float32(2.12194440e-4))
     y = y * _pow2_32(half) * _pow2_32(n - half)
     y = float32(float("inf")) if x > float32(88.72283935546875) else y
     y = float32(0.0) if x < float32(-103.97208404541015625) else y
@@ -224,8 +237,10 @@ def _exponent_significand(x):
 
 
 @njit(inline="always", cache=True)
-def log(x):
-    x = float(x)
+def _log_parts(x):
+    """``(k, f, hfsq, r)`` of a positive float64 ``x = 2^k (1 + f)``, ``1 + f`` in ``[sqrt(1/2), sqrt(2))``:
+    ``log(1 + f) = f - hfsq + r`` with ``hfsq = f^2 / 2`` and ``r = s (hfsq + R(s^2))``, ``s = f / (2 + f)``
+    (fdlibm's ``__ieee754_log`` and ``k_log1p``)."""
     tiny = x < 2.2250738585072014e-308
     k, m = _exponent_significand(x * 18014398509481984.0 if tiny else x)  # a subnormal times 2**54 is normal
     k = k - 54 if tiny else k
@@ -237,11 +252,55 @@ def log(x):
     t2 = z * (6.666666666666735130e-01 + w * (2.857142874366239149e-01 + w * (1.818357216161805012e-01
                                                                            + w * 1.479819860511658591e-01)))
     hfsq = 0.5 * f * f
-    dk = float(k)
-    out = dk * _LN2_HI - ((hfsq - (s * (hfsq + t2 + t1) + dk * _LN2_LO)) - f)
+    return float(k), f, hfsq, s * (hfsq + t2 + t1)
+
+
+@njit(inline="always", cache=True)
+def _log_special(x, out):
+    """``out``, or the logarithm's answer where ``x`` is 0, infinite, negative or NaN."""
     out = -float("inf") if x == 0.0 else out
     out = x if x == float("inf") else out
     return float("nan") if (x < 0.0 or x != x) else out
+
+
+@njit(inline="always", cache=True)
+def log(x):
+    x = float(x)
+    dk, f, hfsq, r = _log_parts(x)
+    return _log_special(x, dk * _LN2_HI - ((hfsq - (r + dk * _LN2_LO)) - f))
+
+
+#: 1 / ln 2 as a sum of two doubles, the first with 33 significant bits (fdlibm's e_log2.c)
+_INV_LN2_HI = 1.44269504072144627571e+00
+_INV_LN2_LO = 1.67517131648865118353e-10
+
+
+@njit(inline="always", cache=True)
+def log2(x):
+    # fdlibm's e_log2.c: log(1 + f) split as hi + lo with hi's low 32 bits cleared, so that hi / ln 2 by the
+    # first part of 1 / ln 2 is exact, and k added last; a power of two (f = 0) comes out exactly k
+    x = float(x)
+    dk, f, hfsq, r = _log_parts(x)
+    hi = _double_from_bits(_bits_of_double(f - hfsq) & -4294967296)
+    lo = (f - hi) - hfsq + r
+    val_hi = hi * _INV_LN2_HI
+    val_lo = (lo + hi) * _INV_LN2_LO + lo * _INV_LN2_HI
+    w = dk + val_hi
+    val_lo += (dk - w) + val_hi
+    return _log_special(x, val_lo + w)
+
+
+@njit(inline="always", cache=True)
+def exp2(x):
+    x = float(x)
+    c = min(max(x, -1080.0), 1030.0)  # a NaN selects itself at the end
+    n = int(c + (0.5 if c >= 0 else -0.5))
+    y = _exp_reduced((c - n) * 0.6931471805599453)  # c - n is exact and within 1/2: |r| <= ln2 / 2
+    half = n // 2
+    y = y * _pow2(half) * _pow2(n - half)  # in two halves, so that results down to the subnormals come out
+    y = float("inf") if x >= 1024.0 else y
+    y = 0.0 if x < -1075.0 else y
+    return x if x != x else y
 
 
 @njit(inline="always", cache=True)
@@ -255,8 +314,9 @@ def log1p(x):
 
 
 @njit(inline="always", cache=True)
-def log32(x):
-    x = float32(x)
+def _log32_parts(x):
+    """``(e, f, z, q)`` of a positive float32 ``x = 2^e (1 + f)``, ``1 + f`` in ``[sqrt(1/2), sqrt(2))``:
+    ``log(1 + f) = f - z / 2 + q`` with ``z = f^2`` and ``q = f z P(f)`` (Cephes' ``logf``)."""
     tiny = x < float32(1.17549435e-38)
     y = x * float32(33554432.0) if tiny else x  # a subnormal times 2**25 is normal
     bits = _bits_of_float(y)
@@ -275,11 +335,45 @@ def log32(x):
     p = p * f + float32(2.0000714765e-1)
     p = p * f + float32(-2.4999993993e-1)
     p = p * f + float32(3.3333331174e-1)
-    fe = float32(e)
-    out = f + (p * f * z + fe * float32(-2.12194440e-4) - float32(0.5) * z) + fe * float32(0.693359375)
+    return float32(e), f, z, p * f * z
+
+
+@njit(inline="always", cache=True)
+def _log32_special(x, out):
     out = float32(-float("inf")) if x == float32(0.0) else out
     out = x if x == float32(float("inf")) else out
     return float32(float("nan")) if (x < float32(0.0) or x != x) else out
+
+
+@njit(inline="always", cache=True)
+def log32(x):
+    x = float32(x)
+    fe, f, z, q = _log32_parts(x)
+    return _log32_special(x, f + (q + fe * float32(-2.12194440e-4) - float32(0.5) * z) + fe * float32(0.693359375))
+
+
+@njit(inline="always", cache=True)
+def log2_32(x):
+    x = float32(x)
+    fe, f, z, q = _log32_parts(x)  # a power of two: f = 0, exactly e
+    # 1 / ln 2 as float32(1 / ln 2) plus the rest, which the smaller terms take
+    l = q - float32(0.5) * z
+    return _log32_special(x, fe + (f * float32(1.44269502162933349609375) + (l * float32(1.44269502162933349609375)
+                                                                          + f * float32(1.925963033500011079e-8))))
+
+
+@njit(inline="always", cache=True)
+def exp2_32(x):
+    x = float32(x)
+    c = min(max(x, float32(-152.0)), float32(130.0))
+    n = int32(c + (float32(0.5) if c >= float32(0.0) else float32(-0.5)))
+    r = c - float32(n)  # exact, within 1/2
+    y = _exp32_reduced(r * float32(0.693359375) + r * float32(-2.12194440e-4))  # ln 2 in two parts
+    half = n >> int32(1)
+    y = y * _pow2_32(half) * _pow2_32(n - half)
+    y = float32(float("inf")) if x >= float32(128.0) else y
+    y = float32(0.0) if x < float32(-150.0) else y
+    return x if x != x else y
 
 
 @njit(inline="always", cache=True)

@@ -133,8 +133,8 @@ def _gelu_tanh_grad(x: str, g: str) -> str:
 #: Op class name -> the formula of one element from its operands' texts and the op's params.  Every
 #: formula compiles to vector instructions on the CPU, in float32 and float64: arithmetic, comparisons,
 #: selections, square roots, rounding (floor, ceil, trunc, round half to even as NumPy's), sign, the tests
-#: for NaN, infinities and finite numbers, nan_to_num, and exp, expm1, tanh, erf, log, log1p, logaddexp, sin,
-#: cos and pow through
+#: for NaN, infinities and finite numbers, nan_to_num, and exp, expm1, exp2, tanh, erf, log, log1p, log2,
+#: logaddexp, sin, cos and pow through
 #: backends/numba_math.py (sin and cos reduce their argument exactly below numba_math.TRIG_LIMIT, a float64
 #: power is exact where numba_math.pow64_safe holds, and the kernel does a chunk with another argument
 #: again with the C library's functions: numba_codegen._exact_pass).  A formula that called the C library
@@ -153,6 +153,8 @@ SCALAR: Dict[str, Callable[[List[str], Dict[str, Any]], str]] = {
     "_Expm1": lambda a, p: f"expm1({a[0]})",
     "_Log": lambda a, p: f"log({a[0]})",
     "_Log1P": lambda a, p: f"log1p({a[0]})",
+    "_Log2": lambda a, p: f"log2({a[0]})",
+    "_Exp2": lambda a, p: f"exp2({a[0]})",
     "_Sqrt": lambda a, p: f"sqrt({a[0]})",
     "_Rsqrt": lambda a, p: f"(1.0 / sqrt({a[0]}))",
     "_Sin": lambda a, p: f"sin({a[0]})",
@@ -207,6 +209,8 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
     "_Expm1": lambda a, t, g, p: [f"({g} * ({t} + 1.0))"],
     "_Log": lambda a, t, g, p: [f"({g} / {a[0]})"],
     "_Log1P": lambda a, t, g, p: [f"({g} / ({a[0]} + 1.0))"],
+    "_Log2": lambda a, t, g, p: [f"({g} / ({a[0]} * 0.6931471805599453))"],
+    "_Exp2": lambda a, t, g, p: [f"({g} * {t} * 0.6931471805599453)"],
     "_Sqrt": lambda a, t, g, p: [f"({g} * 0.5 / {t})"],
     "_Rsqrt": lambda a, t, g, p: [f"({g} * -0.5 * {t} * {t} * {t})"],
     "_Sin": lambda a, t, g, p: [f"({g} * cos({a[0]}))"],
@@ -242,7 +246,8 @@ COMPOSITE = frozenset({"_Gelu", "_GeluTanh", "_Erf", "_Sigmoid", "_Silu", "_Soft
 
 #: the formulas that call backends/numba_math.py's functions (a power but by the numbers of POW_EXPONENTS):
 #: Numba inlines each call into the kernel, which makes up most of its compile time
-CALLS_MATH = frozenset({"_Exp", "_Expm1", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Softplus", "_Logaddexp", "_Sin",
+CALLS_MATH = frozenset({"_Exp", "_Expm1", "_Exp2", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Log2", "_Softplus",
+                        "_Logaddexp", "_Sin",
                         "_Cos", "_Erf", "_Gelu", "_GeluTanh"})
 
 

@@ -70,7 +70,8 @@ _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
 _HEAD = ["import numpy as np", "from math import sqrt, fabs, pow",
          "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "
          "log32, log1p32, pow32, erf64, sin32, cos32, sin32_exact, cos32_exact, sin64, cos64, sin64_exact, cos64_exact, "
-         "TRIG_LIMIT, powi32, powi64, powi64_exact, pow64, pow64_safe, pow64_exact, floor, ceil, trunc, rint",
+         "TRIG_LIMIT, powi32, powi64, powi64_exact, pow64, pow64_safe, pow64_exact, floor, ceil, trunc, rint, log2, exp2, "
+         "log2_32, exp2_32",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
@@ -110,7 +111,7 @@ def cache_dir() -> Path:
 #: a float literal of a formula's text that is not yet typed
 _LITERAL = re.compile(r"(?<!float32\()(?<!float64\()(?<!float32\(-)(?<!float64\(-)(?<![\w.])"
                       r"(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
-_FLOAT32_MATH = re.compile(r"\b(expm1|exp|tanh|erf|log1p|log|pow|sin|cos)\(")
+_FLOAT32_MATH = re.compile(r"\b(expm1|exp2|exp|tanh|erf|log1p|log2|log|pow|sin|cos)\(")
 #: a float64 statement's sin, cos and erf, numba_math's vectorized ones there
 _FLOAT64_MATH = re.compile(r"\b(sin|cos|erf)\(")
 #: a statement's power by an integer (formulas.INTEGER_POWERS), numba_math's powi64 or powi32 there
