@@ -18,8 +18,8 @@ A chain may end in a sum or mean over any dims, or in a softmax or log-softmax a
 last, one task per row; along another, one task per chunk of columns, which fits in L2): the chain's
 values are then never stored, or stored once in the output that the softmax normalises in place.
 
-Every formula compiles to vector instructions (formulas.SCALAR; exp, expm1, tanh, erf, log, log1p, pow,
-sin and cos come from backends/numba_math.py): a call of the C library per element would be several times
+Every formula compiles to vector instructions (formulas.SCALAR; exp, expm1, exp2, tanh, erf, log, log1p,
+log2, pow, sin, cos and the roundings come from backends/numba_math.py): a call of the C library per element would be several times
 slower than NumPy's vectorized loops.
 sin32, cos32, sin64 and cos64 are exact below numba_math.TRIG_LIMIT: a kernel that calls them counts the
 larger arguments and does such a chunk (a reduction's row, a softmax's first pass over a row) again with
