@@ -1,5 +1,5 @@
-"""exp, expm1, tanh, erf, log, log1p, pow, sin and cos for the CPU kernels, written so that LLVM vectorizes the loops that call them
-(and floor, ceil, trunc and rint, NumPy's, in the argument's float type).
+"""exp, expm1, exp2, tanh, erf, log, log1p, log2, pow, sin and cos for the CPU kernels, written so that LLVM vectorizes the
+loops that call them.
 
 Numba compiles ``math.exp`` to a call of the C library once per element, which no loop vectorizer can
 widen; these are arithmetic, a comparison or two and a bit cast, all of which it can.  ``exp``,
@@ -63,7 +63,7 @@ from numba.extending import intrinsic, overload
 __all__ = ["exp", "tanh", "log", "log1p", "expm1", "exp32", "tanh32", "erf32", "log32", "log1p32", "expm1_32",
            "pow32", "powi32", "sin32", "cos32", "sin32_exact", "cos32_exact", "sin64", "cos64", "sin64_exact", "cos64_exact",
            "erf64", "TRIG_LIMIT", "powi64", "powi64_exact", "POWI_SAFE", "pow64", "pow64_safe", "pow64_exact", "exp_of",
-           "floor", "ceil", "trunc", "rint", "log2", "exp2", "log2_32", "exp2_32"]
+           "log2", "exp2", "log2_32", "exp2_32"]
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
@@ -107,6 +107,34 @@ def _pow2(n):
 
 
 @njit(inline="always", cache=True)
+def _pow2_halves(n):
+    """``(a, b)`` with ``a b = 2^n`` for ``n`` from -2044 to 2046: a result times ``a`` then ``b`` reaches
+    the subnormals, and a large one is not made infinite before its last product."""
+    half = n >> 1
+    return _pow2(half), _pow2(n - half)
+
+
+@njit(inline="always", cache=True)
+def _nearest(v):
+    """The integer nearest a float64 ``v`` (halves away from 0)."""
+    return int(v + (0.5 if v >= 0 else -0.5))
+
+
+@njit(inline="always", cache=True)
+def _reduced_by_ln2(c):
+    """``(n, r)`` with ``c = n ln2 + r`` and ``|r| <= ln2 / 2``: Cody and Waite's two-part ln2, whose high
+    part times ``n`` is exact."""
+    n = _nearest(c * _LOG2E)
+    return n, (c - n * _LN2_HI) - n * _LN2_LO
+
+
+@njit(inline="always", cache=True)
+def _upper_half(x):
+    """``x`` with the low 32 bits of its significand cleared: the product of two such is exact."""
+    return _double_from_bits(_bits_of_double(x) & -4294967296)
+
+
+@njit(inline="always", cache=True)
 def _exp_reduced(r):
     """``e^r`` for ``|r| <= ln2 / 2``: its Taylor series to degree 13."""
     p = 1.0 / 6227020800.0
@@ -132,9 +160,9 @@ def exp(x):
     # an x whose answer is 0 (a masked score's -inf) computes exp(0), not a subnormal: subnormal arithmetic
     # takes the slow path of the floating-point unit
     c = 0.0 if x < -745.1332191019412 else min(max(x, -746.0), 710.0)
-    n = int(c * _LOG2E + (0.5 if c >= 0 else -0.5))
-    half = n // 2
-    y = _exp_reduced((c - n * _LN2_HI) - n * _LN2_LO) * _pow2(half) * _pow2(n - half)
+    n, r = _reduced_by_ln2(c)
+    a, b = _pow2_halves(n)
+    y = _exp_reduced(r) * a * b
     y = float("inf") if x > 709.782712893384 else y
     y = 0.0 if x < -745.1332191019412 else y
     return x if x != x else y
@@ -161,6 +189,28 @@ def _pow2_32(n):
 
 
 @njit(inline="always", cache=True)
+def _pow2_halves32(n):
+    """:func:`_pow2_halves` in float32, for ``n`` from -252 to 254."""
+    half = n >> int32(1)
+    return _pow2_32(half), _pow2_32(n - half)
+
+
+@njit(inline="always", cache=True)
+def _nearest32(v):
+    """The int32 nearest a float32 ``v`` (halves away from 0): AVX2 has no eight-lane conversion of floats
+    to int64."""
+    return int32(v + (float32(0.5) if v >= float32(0.0) else float32(-0.5)))
+
+
+@njit(inline="always", cache=True)
+def _reduced_by_ln2_32(c):
+    """:func:`_reduced_by_ln2` of a float32, with Cephes' two-part ln2."""
+    n = _nearest32(c * float32(_LOG2E))
+    fn = float32(n)
+    return n, (c - fn * float32(0.693359375)) + fn * float32(2.12194440e-4)
+
+
+@njit(inline="always", cache=True)
 def _exp32_reduced(r):
     """``e^r`` of a float32 ``|r| <= ln2 / 2``: Cephes' ``expf`` polynomial."""
     p = float32(1.9875691500e-4)
@@ -176,12 +226,9 @@ def _exp32_reduced(r):
 def exp32(x):
     x = float32(x)
     c = float32(0.0) if x < float32(-103.97208404541015625) else min(max(x, float32(-104.0)), float32(89.0))
-    # int32, not int: AVX2 has no eight-lane conversion of floats to int64
-    n = int32(c * float32(_LOG2E) + (float32(0.5) if c >= float32(0.0) else float32(-0.5)))
-    fn = float32(n)
-    half = n >> int32(1)
-    y = _exp32_reduced((c - fn * float32(0.693359375)) + fn * float32(2.12194440e-4))
-    y = y * _pow2_32(half) * _pow2_32(n - half)
+    n, r = _reduced_by_ln2_32(c)
+    a, b = _pow2_halves32(n)
+    y = _exp32_reduced(r) * a * b
     y = float32(float("inf")) if x > float32(88.72283935546875) else y
     y = float32(0.0) if x < float32(-103.97208404541015625) else y
     return x if x != x else y
@@ -281,7 +328,7 @@ def log2(x):
     # first part of 1 / ln 2 is exact, and k added last; a power of two (f = 0) comes out exactly k
     x = float(x)
     dk, f, hfsq, r = _log_parts(x)
-    hi = _double_from_bits(_bits_of_double(f - hfsq) & -4294967296)
+    hi = _upper_half(f - hfsq)
     lo = (f - hi) - hfsq + r
     val_hi = hi * _INV_LN2_HI
     val_lo = (lo + hi) * _INV_LN2_LO + lo * _INV_LN2_HI
@@ -294,10 +341,9 @@ def log2(x):
 def exp2(x):
     x = float(x)
     c = min(max(x, -1080.0), 1030.0)  # a NaN selects itself at the end
-    n = int(c + (0.5 if c >= 0 else -0.5))
-    y = _exp_reduced((c - n) * 0.6931471805599453)  # c - n is exact and within 1/2: |r| <= ln2 / 2
-    half = n // 2
-    y = y * _pow2(half) * _pow2(n - half)  # in two halves, so that results down to the subnormals come out
+    n = _nearest(c)
+    a, b = _pow2_halves(n)
+    y = _exp_reduced((c - n) * 0.6931471805599453) * a * b  # c - n is exact and within 1/2: |r| <= ln2 / 2
     y = float("inf") if x >= 1024.0 else y
     y = 0.0 if x < -1075.0 else y
     return x if x != x else y
@@ -366,11 +412,10 @@ def log2_32(x):
 def exp2_32(x):
     x = float32(x)
     c = min(max(x, float32(-152.0)), float32(130.0))
-    n = int32(c + (float32(0.5) if c >= float32(0.0) else float32(-0.5)))
+    n = _nearest32(c)
     r = c - float32(n)  # exact, within 1/2
-    y = _exp32_reduced(r * float32(0.693359375) + r * float32(-2.12194440e-4))  # ln 2 in two parts
-    half = n >> int32(1)
-    y = y * _pow2_32(half) * _pow2_32(n - half)
+    a, b = _pow2_halves32(n)
+    y = _exp32_reduced(r * float32(0.693359375) + r * float32(-2.12194440e-4)) * a * b  # ln 2 in two parts
     y = float32(float("inf")) if x >= float32(128.0) else y
     y = float32(0.0) if x < float32(-150.0) else y
     return x if x != x else y
@@ -389,8 +434,7 @@ def log1p32(x):
 def expm1(x):
     x = float(x)
     c = min(max(x, -40.0), 710.0)  # below -40, e^x is under 2^-57: -1 (a NaN selects itself at the end)
-    n = int(c * _LOG2E + (0.5 if c >= 0 else -0.5))
-    r = (c - n * _LN2_HI) - n * _LN2_LO
+    n, r = _reduced_by_ln2(c)
     # exp's series, a term longer, summed apart from its 1: written as 1 + this, exp took 10% longer and
     # reached 0.96 ulp against 0.84, so each keeps its own
     q = 1.0 / 87178291200.0
@@ -407,8 +451,7 @@ def expm1(x):
     q = q * r + 1.0 / 6.0
     q = q * r + 0.5
     p = r + r * r * q  # e^r - 1 to its last bits: r is the larger term, nothing cancels
-    half = n >> 1
-    a, b = _pow2(half), _pow2(n - half)
+    a, b = _pow2_halves(n)
     scale = a * b
     # 2^n - 1 is exact below 2^54, and 2^n e^r - 1 does not cancel for n != 0 (e^r is 0.7 to 1.4); above,
     # the 1 is lost anyway, and 2^1024 would overflow before the product by e^r
@@ -421,9 +464,7 @@ def expm1(x):
 def expm1_32(x):
     x = float32(x)
     c = min(max(x, float32(-18.0)), float32(89.0))  # below -18, e^x is under 2^-25: -1
-    n = int32(c * float32(_LOG2E) + (float32(0.5) if c >= float32(0.0) else float32(-0.5)))
-    fn = float32(n)
-    r = (c - fn * float32(0.693359375)) + fn * float32(2.12194440e-4)
+    n, r = _reduced_by_ln2_32(c)
     q = float32(1.0 / 40320.0)
     q = q * r + float32(1.0 / 5040.0)
     q = q * r + float32(1.0 / 720.0)
@@ -432,8 +473,7 @@ def expm1_32(x):
     q = q * r + float32(1.0 / 6.0)
     q = q * r + float32(0.5)
     p = r + r * r * q
-    half = n >> int32(1)
-    a, b = _pow2_32(half), _pow2_32(n - half)
+    a, b = _pow2_halves32(n)
     scale = a * b
     y = p * scale + (scale - float32(1.0)) if n < int32(25) else (p + float32(1.0)) * a * b - float32(1.0)
     y = float32(float("inf")) if x > float32(88.72283935546875) else y
@@ -505,7 +545,7 @@ def erf64(x):
     rr = r0 + t * (r1 + t * (r2 + t * (r3 + t * (r4 + t * (r5 + t * (r6 + t * r7))))))
     ss = 1.0 + t * (s0 + t * (s1 + t * (s2 + t * (s3 + t * (s4 + t * (s5 + t * (s6 + t * s7)))))))
     b = min(a, 6.0)
-    hi = _double_from_bits(_bits_of_double(b) & -4294967296)  # the low 32 bits cleared: hi * hi is exact
+    hi = _upper_half(b)  # hi * hi is exact
     tail = 1.0 - exp(-hi * hi - 0.5625) * exp((hi - b) * (hi + b) + rr / ss) / b
     big = middle if a < 1.25 else (tail if a < 6.0 else 1.0)
     big = big if x > 0 else -big
@@ -767,7 +807,7 @@ def pow64(x, y):
     th, tl = _two_prod(y, lh)
     tl += y * ll
     c = min(max(th, -_POW_REACH), _POW_REACH)  # an unsafe argument's reduction stays defined
-    n = int(c * _LOG2E + (0.5 if c >= 0 else -0.5))
+    n = _nearest(c * _LOG2E)
     dn = float(n)
     rh, rl = _two_sum(c - dn * _LN2_HI, tl - dn * _LN2_LO)
     p = 1.0 / 1307674368000.0
@@ -793,28 +833,6 @@ def pow64(x, y):
 @njit(inline="always", cache=True)
 def pow64_exact(x, y):
     return math.pow(x, y)
-
-
-# floor, ceil, trunc and rint in the argument's float type (math's floor and ceil give Python ints in Numba),
-# each one rounding instruction in a vectorized loop
-@njit(inline="always", cache=True)
-def floor(x):
-    return np.floor(x)
-
-
-@njit(inline="always", cache=True)
-def ceil(x):
-    return np.ceil(x)
-
-
-@njit(inline="always", cache=True)
-def trunc(x):
-    return np.trunc(x)
-
-
-@njit(inline="always", cache=True)
-def rint(x):
-    return np.rint(x)
 
 
 def exp_of(x):

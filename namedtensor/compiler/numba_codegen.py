@@ -19,8 +19,8 @@ last, one task per row; along another, one task per chunk of columns, which fits
 values are then never stored, or stored once in the output that the softmax normalises in place.
 
 Every formula compiles to vector instructions (formulas.SCALAR; exp, expm1, exp2, tanh, erf, log, log1p,
-log2, pow, sin, cos and the roundings come from backends/numba_math.py): a call of the C library per element would be several times
-slower than NumPy's vectorized loops.
+log2, pow, sin and cos come from backends/numba_math.py, the roundings from NumPy): a call of the C library
+per element would be several times slower than NumPy's vectorized loops.
 sin32, cos32, sin64 and cos64 are exact below numba_math.TRIG_LIMIT: a kernel that calls them counts the
 larger arguments and does such a chunk (a reduction's row, a softmax's first pass over a row) again with
 the C library's functions (:func:`_exact_pass`); so does a float64 integer power (numba_math.powi64) with
@@ -70,8 +70,7 @@ _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
 _HEAD = ["import numpy as np", "from math import sqrt, fabs, pow",
          "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "
          "log32, log1p32, pow32, erf64, sin32, cos32, sin32_exact, cos32_exact, sin64, cos64, sin64_exact, cos64_exact, "
-         "TRIG_LIMIT, powi32, powi64, powi64_exact, pow64, pow64_safe, pow64_exact, floor, ceil, trunc, rint, log2, exp2, "
-         "log2_32, exp2_32",
+         "TRIG_LIMIT, powi32, powi64, powi64_exact, pow64, pow64_safe, pow64_exact, log2, exp2, log2_32, exp2_32",
          "from numpy import float32, float64", "from numba import njit",
          # the kernel's file name changes with numba_math.py, so Numba's cache never serves old machine code
          f"# numba_math {hashlib.sha1(_MATH.read_bytes()).hexdigest()[:16]}", ""]
@@ -112,6 +111,8 @@ def cache_dir() -> Path:
 _LITERAL = re.compile(r"(?<!float32\()(?<!float64\()(?<!float32\(-)(?<!float64\(-)(?<![\w.])"
                       r"(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)")
 _FLOAT32_MATH = re.compile(r"\b(expm1|exp2|exp|tanh|erf|log1p|log2|log|pow|sin|cos)\(")
+#: a statement's rounding, NumPy's in Numba (math's floor and ceil give ints): one instruction, vectorized
+_ROUNDING = re.compile(r"\b(floor|ceil|trunc|rint)\(")
 #: a float64 statement's sin, cos and erf, numba_math's vectorized ones there
 _FLOAT64_MATH = re.compile(r"\b(sin|cos|erf)\(")
 #: a statement's power by an integer (formulas.INTEGER_POWERS), numba_math's powi64 or powi32 there
@@ -139,6 +140,7 @@ def _statement(var: str, dtype: str, expr: str) -> str:
     element)."""
     if dtype == "bool":
         return f"{var} = {expr}"
+    expr = _ROUNDING.sub(r"np.\1(", expr)
     if dtype == "float32":
         expr = _FLOAT32_MATH.sub(_float32_function, _POWI.sub(_powi, _LITERAL.sub(r"float32(\1)", expr)))
     elif dtype == "float64":
