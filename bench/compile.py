@@ -12,7 +12,8 @@ medians of per-round ratios):
   over the keys; batch 16, 8 heads, 128 queries and keys, a causal mask), forward and forward plus
   backward: namedtensor eager, compiled (one kernel each way), PyTorch eager.
 * ``chains``: chains whose kernels the compiler's choices decide (2M elements, forward), eager against
-  compiled: an ELU (``expm1``), fake quantization (``round`` and ``clamp``), a softmax over a middle dim of
+  compiled: an ELU (``expm1``), softplus, mish, ``logaddexp`` and a binary cross-entropy with logits (dependent
+  math calls, run stage by stage over each chunk), fake quantization (``round`` and ``clamp``), a softmax over a middle dim of
   attention scores ``(batch, key, head, query)`` (by columns), float32 ``x ** 4`` with negative bases
   (``powi32``; NumPy's pow does those one at a time) and float32 ``(x * w) ** 1.5 + x`` (left to NumPy's
   SIMD ``pow`` where it has one).
@@ -191,8 +192,14 @@ def _chain_cases() -> dict:
     x = nt.tensor(rng.standard_normal(2_000_000, dtype=np.float32), names=("i",))
     w = nt.tensor(rng.uniform(0.5, 2.0, 2_000_000).astype(np.float32), names=("i",))
     scores = nt.tensor(rng.standard_normal((16, 128, 8, 128), dtype=np.float32), names=("batch", "key", "head", "query"))
+    logits = nt.tensor(rng.standard_normal((2000, 1000), dtype=np.float32) * 3, names=("batch", "label"))
+    labels = nt.tensor((rng.uniform(size=(2000, 1000)) < 0.3).astype(np.float32), names=("batch", "label"))
     return {
         "ELU, float64": (lambda x: nt.where(x > 0, x, 1.5 * x.expm1()), (x.to("float64"),)),
+        "softplus": (lambda x: x.softplus(), (x,)),
+        "mish": (lambda x: x * x.softplus().tanh(), (x,)),
+        "logaddexp": (lambda x, w: nt.logaddexp(x, w), (x, w)),
+        "BCE with logits": (lambda z, y: nt.nn.functional.binary_cross_entropy_with_logits(z, y), (logits, labels)),
         "fake quantization": (lambda x: (x / 0.05).round().clamp(-128, 127) * 0.05, (x,)),
         "softmax over a middle dim": (lambda s: (s * 0.17).softmax("key"), (scores,)),
         "x ** 4, negative bases": (lambda x, w: x ** 4 * w, (x, w)),

@@ -2560,8 +2560,8 @@ def test_the_vectorized_math_of_cpu_kernels_is_accurate():
 
     from namedtensor.backends import numba_math
 
-    @numba.njit(error_model="numpy")
-    def each(fn_index, a, out):  # the kernels' own error model
+    @numba.njit(error_model="numpy", fastmath={"contract"})
+    def each(fn_index, a, out):  # the kernels' own error model and contractions
         for i in range(a.shape[0]):
             out[i] = numba_math.exp(a[i]) if fn_index == 0 else numba_math.tanh(a[i]) if fn_index == 1 \
                 else numba_math.exp32(a[i]) if fn_index == 2 else numba_math.tanh32(a[i]) if fn_index == 3 \
@@ -2657,6 +2657,88 @@ REDUCED = {"sum last": ("c", False), "mean last two": (("b", "c"), False), "sum 
            "sum first and last": (("a", "c"), False), "mean first and last keepdim": (("c", "a"), True)}
 
 
+def test_dependent_math_calls_are_cut_into_stages_over_a_chunk():
+    lines = [("t0", "float64", "(log1p(exp(-fabs(x0))) + x0)"), ("t1", "float64", "erf(x0) * exp(x0)"),
+             ("t2", "float64", "tanh(t0) * t1"), ("t3", "float64", "t0 * 2.0"), ("t4", "float64", "pow(t0, float64(3.0))")]
+    hoisted = numba_codegen._hoisted(lines)
+    # a long call inside another's arguments becomes a statement of its own, its text unchanged
+    assert hoisted[:2] == [("t0_h0", "float64", "exp(-fabs(x0))"), ("t0", "float64", "(log1p(t0_h0) + x0)")]
+    assert hoisted[2:] == lines[1:]
+    # log1p takes exp's result: a stage later; erf and exp of an input share exp's stage; tanh of t0 a third;
+    # an integer power (a few products) is no long call, nor is a product of long calls' results
+    assert [[v for v, _, _ in stage] for stage in numba_codegen._stages(hoisted)] == [
+        ["t0_h0", "t1"], ["t0", "t3", "t4"], ["t2"]]
+    # what nothing wanted reads is dropped before the stages (a buffer's store would keep it alive)
+    assert [v for v, _, _ in numba_codegen._live(hoisted, ["t2 * 0.5", "t4"])] == ["t0_h0", "t0", "t1", "t2", "t4"]
+    assert numba_codegen._stages([("t0", "float32", "exp(x0)"), ("t1", "float32", "t0 * 2.0")]) == [
+        [("t0", "float32", "exp(x0)"), ("t1", "float32", "t0 * 2.0")]]
+
+
+_MATH_CHAINS = {
+    "softplus": lambda x, y: x.softplus() * 2.0,
+    "mish": lambda x, y: x * x.softplus().tanh(),
+    "logaddexp": lambda x, y: nt.logaddexp(x * 2.0, y),
+    "tanh of exp": lambda x, y: (x * 0.5).exp().tanh() + y,
+    "softplus summed": lambda x, y: (x.softplus() - x * y).sum(),
+    "softplus mean of rows": lambda x, y: (x.softplus() * y).mean("i"),
+    "softplus summed over columns": lambda x, y: (x.softplus() * y).sum("b"),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", _MATH_CHAINS)
+def test_chains_of_dependent_math_calls_run_in_stages_with_eager_values(case, dtype, split_calls):
+    pytest.importorskip("numba")
+    split_calls(2)
+    fn = _MATH_CHAINS[case]
+    # rows of 2048 and a part chunk: a long row is cut into chunks, each run stage by stage
+    x = (rnd(3, 2100, names=("b", "i"), dtype=dtype) * 4.0).requires_grad_()
+    y = rnd(3, 2100, names=("b", "i"), seed=1, dtype=dtype)
+    x.detach().numpy()[0, :6] = [np.inf, -np.inf, np.nan, 0.0, -0.0, 40.0]
+    loaded = []
+    load = numba_codegen._load
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(numba_codegen, "_load", lambda source: loaded.append(load(source)) or loaded[-1])
+        cf, got = compiled_quietly(fn, x, y)
+        seed = rnd(*got.shape, names=got.names, seed=2, dtype=dtype)
+        grad = nt.grad(got, x, seed)[0]
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = fn(x, y)
+        want_grad = nt.grad(want, x, seed)[0]
+    tol = dict(rtol=2e-6, atol=2e-6) if dtype == "float32" else dict(rtol=1e-13, atol=1e-13)
+    if got.ndim:
+        np.testing.assert_array_equal(np.isnan(got.detach().numpy()), np.isnan(want.detach().numpy()))
+        assert_close(got, want, **tol)
+        np.testing.assert_array_equal(np.isnan(grad.numpy()), np.isnan(want_grad.numpy()))
+    else:  # the NaN row sums to NaN: compare the others
+        assert np.isnan(got.item()) and np.isnan(want.item())
+    rows = slice(1, None)
+    assert_close(grad[{"b": rows}], want_grad[{"b": rows}], rtol=tol["rtol"] * 50, atol=tol["atol"] * 50)
+    sources = [open(m.__file__).read() for m in loaded]
+    staged = [text for text in sources if text.count("for c in range(n):") > 1]
+    assert staged and all("np.empty(2048" in text for text in staged)  # one kernel at least runs in stages
+    if dtype == "float64" and case in ("softplus", "mish", "softplus summed over columns"):
+        small = (rnd(2, 5, names=("b", "i"), dtype=dtype)).requires_grad_()
+        assert gradcheck(nt.compile(fn), small, rnd(2, 5, names=("b", "i"), seed=3, dtype=dtype))
+
+
+def test_float32_tanh_of_cpu_kernels_is_1_where_it_rounds_to_1_and_its_gradient_0():
+    pytest.importorskip("numba")
+    x = nt.tensor(np.array([9.1, 10.0, 20.0, 1e30, np.inf, -20.0, -np.inf, 0.5], "float32"), names=("a",))
+    x = x.requires_grad_()
+    fn = lambda x: (x * 1.0).tanh()
+    cf, got = compiled_quietly(fn, x)
+    want = fn(x)
+    np.testing.assert_array_equal(got.detach().numpy()[1:-1], want.detach().numpy()[1:-1])
+    assert got.detach().numpy()[0] == 1.0  # tanh(9.1) rounds to 1 (NumPy's is an ulp below)
+    np.testing.assert_array_equal(nt.grad(got.sum(), x)[0].numpy()[:-1], 0.0)
+    # tanh of an exponential saturates where the exponential passes 9.01: a zero gradient, as eagerly
+    z = nt.tensor(np.array([2.5, 3.0, 5.0, 20.0], "float32"), names=("a",)).requires_grad_()
+    chain = lambda z: z.exp().tanh() * 1.0
+    _, out = compiled_quietly(chain, z)
+    np.testing.assert_array_equal(nt.grad(out.sum(), z)[0].numpy(), nt.grad(chain(z).sum(), z)[0].numpy())
+
+
 @pytest.mark.parametrize("reduce", list(REDUCED))
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce, dtype):
@@ -2681,7 +2763,8 @@ def test_a_chain_ending_in_a_reduction_is_one_kernel(reduce, dtype):
     assert len(program(cf).graph.nodes[0].op.chain.outputs) == 1  # the product is never stored
 
 
-@pytest.mark.parametrize("dims", [("a",), ("b",), ("a", "c")], ids=["leading", "middle", "first and last"])
+@pytest.mark.parametrize("dims", [("a",), ("b",), ("a", "c"), ("a", "b", "c"), ("b", "c")],
+                         ids=["leading", "middle", "first and last", "all (a loss)", "all but a dim of 1"])
 def test_a_reduction_splits_its_work_among_threads(monkeypatch, dims):
     pytest.importorskip("numba")
     monkeypatch.setattr(numba_codegen, "_PARALLEL_FROM", 1)
@@ -2689,7 +2772,7 @@ def test_a_reduction_splits_its_work_among_threads(monkeypatch, dims):
     threads = nt.get_num_threads()
     nt.set_num_threads(3)
     try:
-        x = rnd(7, 3, 5000, names=("a", "b", "c"), dtype="float64")
+        x = rnd(7 if "a" in dims else 1, 3, 5000, names=("a", "b", "c"), dtype="float64")
         fn = lambda x: (x * x - x).mean(dims)
         cf, got = compiled_quietly(fn, x)
         assert_close(got, fn(x), rtol=1e-12, atol=1e-12)

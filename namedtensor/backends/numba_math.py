@@ -248,8 +248,10 @@ def tanh32(x):
     q = x2 * float32(1.19825839466702e-06) + float32(1.18534705686654e-04)
     q = q * x2 + float32(2.26843463243900e-03)
     q = q * x2 + float32(4.89352518554385e-03)
-    # below 0.0004 tanh(x) rounds to x; a NaN passes through the clamp and the division
-    return x if abs(x) < float32(0.0004) else c * p / q
+    # below 0.0004 tanh(x) rounds to x; a NaN passes through the clamp and the division; from atanh(1 - 2^-25)
+    # on it rounds to 1, where the clamped quotient stays 3 ulps short (a gradient 1 - t^2 would not be 0)
+    y = x if abs(x) < float32(0.0004) else c * p / q
+    return (float32(1.0) if x > float32(0.0) else float32(-1.0)) if abs(x) >= float32(9.010913848876953125) else y
 
 
 @njit(inline="always", cache=True)

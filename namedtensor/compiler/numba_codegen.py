@@ -35,6 +35,7 @@ nothing on the CPU.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import math
@@ -203,6 +204,104 @@ def _per_element(pad: str, ins: List[str], ones: Sequence[Ones], lines: List[for
             *(f"{pad}    {_statement(*line)}" for line in lines)]
 
 
+#: a formula's call of a numba_math function, a long dependent chain of instructions (an integer power's
+#: few multiplications, powi, is not one)
+_LONG_CALL = _FLOAT32_MATH
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _long_calls(expr: str) -> int:
+    return len(_LONG_CALL.findall(expr)) - len(_POWI.findall(expr))
+
+
+def _hoisted(lines: List[formulas.Statement]) -> List[formulas.Statement]:
+    """``lines`` with every long call inside another's arguments (softplus's ``log1p(exp(-|x|))``) made a
+    statement of its own before it, ``<var>_h<k>``, so that :func:`_stages` may put the two apart."""
+    out = []
+    for var, dtype, expr in lines:
+        k = 0
+        while dtype != "bool":
+            inner = next((call for outer, _ in _long_call_nodes(expr)
+                          for call, inside in _long_call_nodes(expr, outer.args) if not inside), None)
+            if inner is None:
+                break
+            name, lo, hi = f"{var}_h{k}", inner.col_offset, inner.end_col_offset
+            out.append((name, dtype, expr[lo:hi]))
+            expr, k = expr[:lo] + name + expr[hi:], k + 1
+        out.append((var, dtype, expr))
+    return out
+
+
+def _long_call_nodes(expr: str, within: Optional[list] = None) -> List[Tuple[ast.Call, bool]]:
+    """The long calls of ``expr`` (of its nodes ``within`` where given), each with whether its own arguments
+    hold another."""
+    def long(node) -> bool:
+        return (isinstance(node, ast.Call) and _LONG_CALL.match(expr, node.col_offset) is not None
+                and _long_calls(expr[node.col_offset:node.end_col_offset]) > 0)
+
+    roots = within if within is not None else [ast.parse(expr, mode="eval")]
+    calls = [node for root in roots for node in ast.walk(root) if long(node)]
+    return [(call, any(long(n) for a in call.args for n in ast.walk(a))) for call in calls]
+
+
+def _stages(lines: List[formulas.Statement]) -> List[List[formulas.Statement]]:
+    """``lines`` (no long call inside another's arguments: :func:`_hoisted`) cut into stages, in order, so
+    that no long call of a stage takes an argument that depends on another long call of that stage.  One
+    loop per element would otherwise make one long chain of dependent instructions per vector, more than
+    the processor's reordering window holds, so that iterations no longer overlap: softplus over 2M
+    float64 elements took 5.75 ms in one loop, 3.42 ms in two over each chunk (tanh of exp 6.62 against
+    3.74; float32 softplus 2.74 against 1.47).  Independent calls share a stage (GELU's erf and exp: two
+    loops were 8% slower)."""
+    stage: Dict[str, int] = {}
+    chained: Dict[str, bool] = {}  # depends on a long call within its own stage
+    for var, _, expr in lines:
+        deps = [n for n in _NAME.findall(expr) if n in stage]
+        at = max((stage[d] for d in deps), default=0)
+        calls = [call for call, _ in _long_call_nodes(expr)]
+        args = {n for call in calls for a in call.args for n in _NAME.findall(ast.unparse(a)) if n in stage}
+        if any(chained[d] and stage[d] == at for d in args):
+            at += 1
+        stage[var] = at
+        chained[var] = bool(calls) or any(chained[d] and stage[d] == at for d in deps)
+    count = max(stage.values(), default=0) + 1
+    return [[line for line in lines if stage[line[0]] == k] for k in range(count)]
+
+
+def _live(lines: List[formulas.Statement], wanted: Sequence[str]) -> List[formulas.Statement]:
+    """The statements that ``wanted`` (texts) read, directly or not.  In one loop LLVM drops the others (a
+    backward's recomputed result that no gradient reads); across stages a buffer's store would keep them."""
+    needed = {n for text in wanted for n in _NAME.findall(text)}
+    kept = []
+    for var, dtype, expr in reversed(lines):
+        if var in needed:
+            kept.append((var, dtype, expr))
+            needed.update(_NAME.findall(expr))
+    return kept[::-1]
+
+
+def _staged(pad: str, ins: List[str], ones: Sequence[Ones], lines: List[formulas.Statement],
+            wanted: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """:func:`_per_element` over a chunk of ``n`` elements cut by :func:`_stages`: a loop per stage, the
+    values a later stage (or ``wanted``, what the caller's lines read after the last) takes from an
+    earlier one passing through chunk buffers ``w_<var>``; and the lines allocating those buffers."""
+    stages = _stages(_live(_hoisted(lines), wanted))
+    if len(stages) == 1:
+        return _per_element(pad, ins, ones, lines, "n"), []
+    where = {var: k for k, stage in enumerate(stages) for var, _, _ in stage}
+    dtype = {var: d for stage in stages for var, d, _ in stage}
+    readers = [[n for _, _, expr in stage for n in _NAME.findall(expr)] for stage in stages]
+    readers[-1] += [n for text in wanted for n in _NAME.findall(text)]
+    passed = [var for var in where if any(var in readers[k] for k in range(where[var] + 1, len(stages)))]
+    loops = []
+    for k, stage in enumerate(stages):
+        loop = _per_element(pad, ins, ones, stage, "n")
+        takes = [var for var in passed if where[var] < k and var in readers[k]]
+        loop[1:1] = [f"{pad}    {var} = w_{var}[c]" for var in takes]
+        loops += loop + [f"{pad}    w_{var}[c] = {var}" for var in passed if where[var] == k]
+    buffers = [f"    w_{var} = np.empty({_CHUNK}, np.{'bool_' if dtype[var] == 'bool' else dtype[var]})" for var in passed]
+    return loops, buffers
+
+
 def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[formulas.Statement],
             results: List[str], ndim: int, sums: Sequence[Tuple[str, str, Ones, str]] = ()) -> str:
     """A Numba function ``kernel(first, last, *arrays)`` of the arrays ``a_<name>`` of ``ins`` (broadcast
@@ -229,9 +328,12 @@ def _source(ins: List[str], ones: Sequence[Ones], outs: List[str], lines: List[f
         else:
             body.append(f"        s_{name} = a_{name}[{at}, c0:c0 + n]")
     loop = _per_element("        ", ins, ones, lines, "n")
+    checked = _checked_lines(loop)
+    if not checked:  # an exact pass does the chunk again in one loop
+        loop, buffers = _staged("        ", ins, ones, lines, list(results) + [r for _, r, _, _ in sums])
+        body = buffers + body
     loop += [f"            s_{o}[c] = {r}" for o, r in zip(outs, results)]
     adds = [f"t_{name} += " if one[-1] else f"s_{name}[c] += " for name, _, one, _ in sums]
-    checked = _checked_lines(loop)
     if checked:
         # the chunk's terms of the sums go to buffers of its own first, which a second pass writes again
         loop += [f"            q_{name}[c] = {r}" for name, r, _, _ in sums]
@@ -300,12 +402,19 @@ def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.St
     body.append("        acc = 0.0")
     loops, pad = _loops([f"j{d}" for d in axes[:-1]], [f"shape[{d}]" for d in axes[:-1]], 8)
     body += loops
-    body += _slices(pad, ins, ones, index, ":")
     loop = _per_element(pad, ins, ones, lines, f"shape[{ndim - 1}]")
+    last = f"shape[{ndim - 1}]"
     if _checked_lines(loop):  # the row's total apart, which a second pass makes again
+        body += _slices(pad, ins, ones, index, ":")
         body += [f"{pad}row = 0.0", *_exact_pass(loop + [f"{pad}    row += {result}"], pad, ["row = 0.0"]),
                  f"{pad}acc += row"]
+    elif len(_stages(_live(_hoisted(lines), [result]))) > 1:  # the row in chunks, each a loop per stage
+        body += [f"{pad}for c0 in range(0, {last}, {_CHUNK}):", f"{pad}    n = min({_CHUNK}, {last} - c0)",
+                 *_slices(pad + "    ", ins, ones, index, "c0:c0 + n")]
+        loop, buffers = _staged(pad + "    ", ins, ones, lines, [result])
+        body = buffers + body + loop + [f"{pad}        acc += {result}"]
     else:
+        body += _slices(pad, ins, ones, index, ":")
         body += loop + [f"{pad}    acc += {result}"]
     if mean:
         count = " * ".join(f"shape[{d}]" for d in axes)
@@ -334,7 +443,8 @@ def _columns_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.S
         body += _exact_pass(loop + [f"{pad}    q[c] = {result}"], pad)
         body += [f"{pad}for c in range(n):", f"{pad}    s_acc[c] += q[c]"]
     else:
-        body += loop + [f"{pad}    s_acc[c] += {result}"]
+        loop, buffers = _staged(pad, ins, ones, lines, [result])
+        body = buffers + body + loop + [f"{pad}    s_acc[c] += {result}"]
     args = ", ".join(["first", "last"] + [f"a_{name}" for name in ins] + ["a_acc", "shape"])
     return "\n".join(_HEAD + [_jit(reassoc=False), f"def kernel({args}):", *body, ""])
 
@@ -369,6 +479,8 @@ def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
             return (B.reshape(B.astype(acc, B.native(out_dtype)), shape),)
 
         return kernel
+    if math.prod(kept) == 1 and len(axes) > 1:
+        return _reduce_in_rows(ins, ones, lines, result, full, axes, kind, out_dtype, shape, work)
     module = _load(_reduce_source(ins, ones, lines, result, outputs[0].dtype, len(full), axes, kind == "mean"))
     count = math.prod(kept)
     big = work >= _PARALLEL_FROM and count > 1
@@ -378,6 +490,26 @@ def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
         split(min(get_num_threads(), count) if big else 1, count, module.kernel, *_operands(B, arrays, full), out,
               full)
         return (B.reshape(out, shape),)
+
+    return kernel
+
+
+def _reduce_in_rows(ins, ones, lines, result, full, axes, kind: str, out_dtype, shape, work: int) -> Callable:
+    """The kernel of a chain reduced to one number (a loss) over two dims or more: each task reduces one
+    index of the first reduced dim into a float64 partial, so that the tasks are shared among threads
+    (one task would run on one), and the partials are added up after."""
+    rows = full[axes[0]]
+    module = _load(_reduce_source(ins, ones, lines, result, "float64", len(full), axes[1:], False))
+    big = work >= _PARALLEL_FROM and rows > 1
+    size = math.prod(full[a] for a in axes)
+
+    def kernel(B, arrays):
+        partial = B.empty((rows,), dtype=B.native(_dtypes.float64))
+        split(min(get_num_threads(), rows) if big else 1, rows, module.kernel, *_operands(B, arrays, full), partial, full)
+        total = B.sum(partial)
+        if kind == "mean":
+            total = B.divide(total, float(size))
+        return (B.reshape(B.astype(total, B.native(out_dtype)), shape),)
 
     return kernel
 
