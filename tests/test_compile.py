@@ -2722,6 +2722,20 @@ def test_chains_of_dependent_math_calls_run_in_stages_with_eager_values(case, dt
         assert gradcheck(nt.compile(fn), small, rnd(2, 5, names=("b", "i"), seed=3, dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_math_calls_of_cpu_kernels_keep_the_sign_of_zero_as_numpy(dtype):
+    pytest.importorskip("numba")
+    x = nt.tensor(np.array([-0.0, 0.0], dtype), names=("a",))
+    fns = {"tanh": lambda x: x.tanh(), "expm1": lambda x: x.expm1(), "log1p": lambda x: x.log1p(),
+           "sin": lambda x: x.sin(), "erf": lambda x: x.erf(), "silu": lambda x: F.silu(x), "gelu": lambda x: F.gelu(x),
+           "sigmoid": lambda x: x.sigmoid() - 0.5}
+    for name, fn in fns.items():
+        _, got = compiled_quietly(lambda x: fn(x * 1.0), x)
+        want = fn(x * 1.0)
+        np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(want.numpy()), err_msg=name)
+        np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=name)
+
+
 def test_float32_tanh_of_cpu_kernels_is_1_where_it_rounds_to_1_and_its_gradient_0():
     pytest.importorskip("numba")
     x = nt.tensor(np.array([9.1, 10.0, 20.0, 1e30, np.inf, -20.0, -np.inf, 0.5], "float32"), names=("a",))

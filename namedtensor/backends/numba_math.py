@@ -177,7 +177,8 @@ def tanh(x):
     z = x * x
     p = (-9.64399179425052238628e-1 * z - 9.92877231001918586564e1) * z - 1.61468768441708447952e3
     q = ((z + 1.12811678491632931402e2) * z + 2.23548839060100448583e3) * z + 4.84406305325125486048e3
-    small = x + x * z * (p / q)
+    # below 1e-8 tanh(x) rounds to x, which keeps a zero's sign (the sum would make -0 +0)
+    small = x if a < 1e-8 else x + x * z * (p / q)
     t = 1.0 - 2.0 / (exp(2.0 * min(a, 20.0)) + 1.0)  # tanh(20) is 1 in float64
     big = t if x > 0 else -t
     return small if a < 0.625 else (x if x != x else big)
