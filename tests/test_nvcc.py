@@ -216,7 +216,7 @@ def _fused_chains():
         x = nt.tensor(np.ones((2, 3), dtype), names=("a", "b"))
         chains += cuda_chains(every_formula, x, x)
         chains += cuda_chains(lambda x, y: ((x - y).relu() * x).mean("b"), x, x)  # a chain ending in a mean
-        for how in ("softmax", "log_softmax"):  # and in a softmax along the last dim, the mask broadcast
+        for how in ("softmax", "log_softmax"):  # and in a softmax (along the last dim, and below the first), the mask broadcast
             chains += cuda_chains(lambda x, y: getattr(x * 0.5 + y, how)("b"), x, x[0])
     return chains
 
@@ -234,6 +234,8 @@ def test_generated_fused_kernels_compile(tmp_path):
         seed = None
         if kind in formulas.SOFTMAXES.values():
             kernels.append(cuda_codegen.softmax_source(chain, in_dtypes, [(2, 3), (3,)], (2, 3))[1])
+            # and along the first dim, by columns (the mask's (3,) then broadcast along it)
+            kernels.append(cuda_codegen.softmax_columns_source(chain, in_dtypes, [(2, 3), (3,)], (2, 3), 0)[1])
             out = chain.members[-1].dtype
             seed = [(out, "y"), (out, "g"), (out, "d")], formulas.softmax_seed(kind, out)
         elif kind is not None:
@@ -265,6 +267,6 @@ def test_generated_fused_kernels_compile(tmp_path):
         parts.append(f"namespace r{k} {{\n{preamble}__global__ void nt_reduce_{k}({params}, long long n) {{\n"
                      "    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n"
                      f"{loads}    double a = {mapped};\n    {out_type} y;\n    {post};\n    out_y[i] = y;\n}}\n}}\n")
-    assert len(reductions) == 2 and len(kernels) == 4
+    assert len(reductions) == 2 and len(kernels) == 8
     rc, out = _nvcc(("fused", "".join(parts + kernels), [], tmp_path))
     assert rc == 0, out

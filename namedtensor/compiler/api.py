@@ -57,19 +57,13 @@ def fusible_on(backend: str) -> Optional[Callable[[Node], bool]]:
     return fusible
 
 
-def absorbs_on(backend: str) -> Callable[[Node], bool]:
-    """Whether a node ends a chain's kernel on ``backend``: a sum or mean of a float tensor over any dims,
-    or a softmax or log-softmax along any dim on the CPU (its last on the GPU): scale + mask + softmax
-    in one pass."""
-    last = backend != "numpy"
-
-    def absorbs(n: Node) -> bool:
-        x = n.args[0] if n.args and n.outputs else None  # a step (a backward pass) has no outputs
-        if not (isinstance(x, Value) and x.dtype in formulas.FLOATS and n.outputs[0].dtype == x.dtype):
-            return False
-        return formulas.reduces(n.op, n.params, len(x.shape)) or formulas.softmaxes(n.op, n.params, len(x.shape), last)
-
-    return absorbs
+def absorbs(n: Node) -> bool:
+    """Whether a node ends a chain's kernel: a sum or mean of a float tensor over any dims, or a softmax or
+    log-softmax along any dim: scale + mask + softmax in one pass."""
+    x = n.args[0] if n.args and n.outputs else None  # a step (a backward pass) has no outputs
+    if not (isinstance(x, Value) and x.dtype in formulas.FLOATS and n.outputs[0].dtype == x.dtype):
+        return False
+    return formulas.reduces(n.op, n.params, len(x.shape)) or formulas.softmaxes(n.op, len(x.shape))
 
 
 def kernels_on(backend: str) -> Callable:
@@ -101,7 +95,7 @@ def optimize_for(graph: Graph, backend: str, fuse: bool) -> Dict[str, int]:
     in_rows = (lambda n: n.params.get("rows") is not None) if cpu_kernels else (lambda n: True)
     return optimize(graph, lambda g: fuse_elementwise(
         g, fusible, kernels_on(backend), alone=lambda n: cpu_kernels and formulas.faster_alone(n.op.__name__, n.args),
-        absorbs=absorbs_on(backend), math_calls=numba_codegen.MATH_CALLS if cpu_kernels else None),
+        absorbs=absorbs, math_calls=numba_codegen.MATH_CALLS if cpu_kernels else None),
         rows=_row_kernels() if cpu_kernels else None,
         split=lambda g: split_biases(g, fusible, add.op),
         residual=lambda g: fuse_residual_norms(g, add.op, _AFTER_ADD, in_rows))

@@ -4,10 +4,11 @@
 dtype conversions into casts, the functions into CUDA's overloads for float and double).  A kernel's
 params are typed by NumPy's dtype names, as CuPy reads them (``float`` there would be float64); CuPy
 broadcasts the inputs and loops.  A chain that ends in a sum or mean is a ReductionKernel whose map is
-the chain as a device function, summed in double.  A chain that ends in a softmax or log-softmax along
-its last dim is a kernel of its own (:func:`softmax_source`, through a RawModule): one block per row
-writes the chain's values, then normalises them in place, so scale + mask + softmax is one launch; its
-backward is the elementwise part's backward kernel with the softmax's gradient computed per element.
+the chain as a device function, summed in double.  A chain that ends in a softmax or log-softmax is a kernel
+of its own (through a RawModule): along its last dim one block per row (:func:`softmax_source`), along
+another one block per 32 columns side by side (:func:`softmax_columns_source`), writes the chain's
+values, then normalises them in place, so scale + mask + softmax is one launch; its backward is the
+elementwise part's backward kernel with the softmax's gradient computed per element.
 ``tests/test_nvcc.py`` compiles the generated sources with nvcc, ``tests/test_cuda_emulated.py`` runs the
 softmax kernels on the CPU; the kernels are built on first use, on the device.
 """
@@ -24,7 +25,7 @@ from .ir import Value
 
 __all__ = ["C_FUNCTIONS", "c_expression", "forward_source", "backward_source", "forward_kernel",
            "backward_kernel", "reduction_source", "reduction_kernel", "reduction_backward", "softmax_source",
-           "softmax_kernel", "softmax_backward"]
+           "softmax_columns_source", "softmax_kernel", "softmax_backward"]
 
 #: the CUDA C spelling of the functions the formulas call (float and double overloads both exist)
 C_FUNCTIONS = {"fabs": "fabs", "exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "sqrt": "sqrt",
@@ -233,37 +234,108 @@ def softmax_source(chain: Chain, in_dtypes: Sequence[str], in_shapes: Sequence[S
     return name, f'extern "C" __global__ void {name}({signature}) {{\n{code}\n}}\n', threads
 
 
-def _block_combine(c_type: str, threads: int, var: str, combine: str) -> List[str]:
+#: a column softmax kernel's block: 32 columns side by side (a warp reads 32 consecutive elements) by 8
+#: threads along the softmax's dim
+COLUMN_BLOCK = (32, 8)
+
+
+def softmax_columns_source(chain: Chain, in_dtypes: Sequence[str], in_shapes: Sequence[Sequence[int]],
+                           full: Sequence[int], axis: int) -> Tuple[str, str, int]:
+    """``(name, source, tiles)`` of the kernel computing a chain that ends in a softmax or log-softmax along
+    dim ``axis``, not the last, for an output of shape ``full``: ``name(inputs..., out)``, launched with
+    ``COLUMN_BLOCK`` threads per block and a block per ``tiles`` of 32 columns (consecutive indices of the
+    dims after ``axis``) of each index of the dims before it.  A column is a softmax's row, strided by
+    those dims' size; the block's 32 columns are read and written side by side, so that each step of a
+    warp touches consecutive elements (one block per column would read one element per row of memory).
+    Each thread takes every 8th element of its column: :func:`softmax_source`'s passes, each column's
+    max and sum combined over its 8 threads through shared memory."""
+    part, kind, _ = formulas.split_reduction(chain)
+    lines, (result,) = formulas.forward(part, in_dtypes)
+    out_type = C_TYPES[chain.members[-1].dtype]
+    width, depth = COLUMN_BLOCK
+    size, inner = full[axis], 1
+    for n in full[axis + 1:]:
+        inner *= n
+    tiles = -(-inner // width)
+    strides = [_read_strides(shape, full) for shape in in_shapes]
+    out_strides = _read_strides(full, full)  # row-major (0 along a size-1 dim, whose index is 0)
+    params = [f"const {C_TYPES[d]}* __restrict__ nt_in{k}" for k, d in enumerate(in_dtypes)]
+    params.append(f"{out_type}* __restrict__ nt_out")
+    body = [f"    __shared__ {out_type} nt_red[{depth}][{width}];", "    const int nt_x = threadIdx.x;",
+            "    const int nt_lane = threadIdx.y;",
+            f"    const long long nt_col = (long long)(blockIdx.x % {tiles}) * {width} + nt_x;",
+            f"    const bool nt_live = nt_col < {inner}LL;", f"    long long nt_r = blockIdx.x / {tiles};",
+            "    long long nt_q = nt_col;", "    long long nt_base = 0;"]
+    body += [f"    long long nt_at{k} = 0;" for k in range(len(in_dtypes))]
+    for d in [*range(len(full) - 1, axis, -1), *range(axis - 1, -1, -1)]:  # the column's index along each dim
+        index = "nt_q" if d > axis else "nt_r"
+        moved = [f" nt_at{k} += nt_i * {st[d]}LL;" for k, st in enumerate(strides) if st[d]]
+        body.append(f"    {{ const long long nt_i = {index} % {full[d]}LL; nt_base += nt_i * {out_strides[d]}LL;"
+                    f"{''.join(moved)} {index} /= {full[d]}LL; }}")
+    loop = f"    if (nt_live) for (long long nt_c = nt_lane; nt_c < {size}LL; nt_c += {depth})"
+    at = f"nt_base + nt_c * {inner}LL"
+    body += [f"    {out_type} nt_top = ({out_type})(-__int_as_float(0x7f800000));", loop + " {"]
+    body += [f"        const {C_TYPES[d]} x{k} = nt_in{k}[nt_at{k}{f' + nt_c * {st[axis]}LL' if st[axis] else ''}];"
+             for k, (d, st) in enumerate(zip(in_dtypes, strides))]
+    body += [f"        {C_TYPES[dt]} {var} = (({C_TYPES[dt]})({c_expression(expr)}));" for var, dt, expr in lines]
+    body += [f"        const {out_type} nt_v = ({out_type})({result});", f"        nt_out[{at}] = nt_v;",
+             "        nt_top = (nt_top > nt_v || nt_top != nt_top) ? nt_top : nt_v;", "    }"]
+    body += _block_combine(out_type, depth, "nt_top", "(nt_a > nt_b || nt_a != nt_a) ? nt_a : nt_b", "[nt_x]")
+    body += [f"    {out_type} nt_total = 0;", loop + " {", f"        const {out_type} nt_e = exp(nt_out[{at}] - nt_top);",
+             *([] if kind == "log_softmax" else [f"        nt_out[{at}] = nt_e;"]), "        nt_total += nt_e;", "    }"]
+    body += _block_combine(out_type, depth, "nt_total", "nt_a + nt_b", "[nt_x]")
+    if kind == "log_softmax":
+        body += [f"    const {out_type} nt_shift = nt_top + log(nt_total);", loop + f" nt_out[{at}] -= nt_shift;"]
+    else:
+        body.append(loop + f" nt_out[{at}] /= nt_total;")
+    signature, code = ", ".join(params), "\n".join(body)
+    name = "nt_fused_softmax_columns_" + hashlib.sha1((signature + code).encode()).hexdigest()[:16]
+    return name, f'extern "C" __global__ void {name}({signature}) {{\n{code}\n}}\n', tiles
+
+
+def _block_combine(c_type: str, threads: int, var: str, combine: str, column: str = "") -> List[str]:
     """The lines combining each thread's ``var`` over the block by ``combine`` (an expression of ``nt_a``
-    and ``nt_b``), a tree through shared memory; every thread then holds the result."""
-    return [f"    nt_red[nt_lane] = {var};", "    __syncthreads();",
+    and ``nt_b``), a tree through shared memory; every thread then holds the result.  ``column``
+    (``"[nt_x]"``): each column of a 2-D block apart, over its ``threads`` threads along ``nt_lane``."""
+    def slot(at: str) -> str:
+        return f"nt_red[{at}]{column}"
+
+    return [f"    {slot('nt_lane')} = {var};", "    __syncthreads();",
             f"    for (int nt_s = {threads // 2}; nt_s > 0; nt_s >>= 1) {{",
-            f"        if (nt_lane < nt_s) {{ const {c_type} nt_a = nt_red[nt_lane], nt_b = nt_red[nt_lane + nt_s]; "
-            f"nt_red[nt_lane] = {combine}; }}",
-            "        __syncthreads();", "    }", f"    {var} = nt_red[0];",
+            f"        if (nt_lane < nt_s) {{ const {c_type} nt_a = {slot('nt_lane')}, nt_b = {slot('nt_lane + nt_s')}; "
+            f"{slot('nt_lane')} = {combine}; }}",
+            "        __syncthreads();", "    }", f"    {var} = {slot('0')};",
             "    __syncthreads();"]  # before nt_red is written again
 
 
 def softmax_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Value]) -> Callable:
-    """``kernel(B, arrays) -> (output,)`` for the CuPy backend: :func:`softmax_source`'s kernel."""
+    """``kernel(B, arrays) -> (output,)`` for the CuPy backend: :func:`softmax_source`'s kernel along the
+    last dim, :func:`softmax_columns_source`'s along another."""
     full = tuple(outputs[0].shape)
     dtype = outputs[0].dtype
-    name, source, threads = softmax_source(chain, [v.dtype for v in inputs], [tuple(v.shape) for v in inputs], full)
-    rows = 1
-    for n in full[:-1]:
-        rows *= n
+    axis = formulas.split_reduction(chain)[2][0] % len(full)
+    dtypes, shapes = [v.dtype for v in inputs], [tuple(v.shape) for v in inputs]
+    blocks = 1
+    for d, n in enumerate(full):
+        blocks *= n if d < axis else 1
+    if axis == len(full) - 1:
+        name, source, threads = softmax_source(chain, dtypes, shapes, full)
+        block = (threads,)
+    else:
+        name, source, tiles = softmax_columns_source(chain, dtypes, shapes, full, axis)
+        blocks, block = blocks * tiles, COLUMN_BLOCK
     built: Dict[int, Any] = {}  # by device: a module is loaded on each
 
     def kernel(B, arrays):
         xp = B.xp
         out = xp.empty(full, dtype=dtype)
-        if rows == 0 or full[-1] == 0:
+        if 0 in full:
             return (out,)
         device = xp.cuda.runtime.getDevice()
         fn = built.get(device)
         if fn is None:
             fn = built[device] = xp.RawModule(code=source).get_function(name)
-        fn((rows,), (threads,), (*(xp.ascontiguousarray(a) for a in arrays), out))
+        fn((blocks,), block, (*(xp.ascontiguousarray(a) for a in arrays), out))
         return (out,)
 
     return kernel
@@ -281,9 +353,12 @@ def softmax_backward(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
     *params, same = source
     run = _elementwise(*params)
 
+    axis = formulas.split_reduction(chain)[2][0] % len(outputs[0].shape)
+
     def kernel(B, arrays, out_grads):
         y, g = arrays[-1], out_grads[0]
-        return _shared(same, run(B, [*arrays[:-1], y, g, formulas.softmax_row_term(B, kind, g, y)]), len(arrays) - 1)
+        return _shared(same, run(B, [*arrays[:-1], y, g, formulas.softmax_row_term(B, kind, g, y, axis)]),
+                       len(arrays) - 1)
 
     return kernel
 

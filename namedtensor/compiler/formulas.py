@@ -333,12 +333,9 @@ def reduces(op: type, params: Dict[str, Any], ndim: int) -> bool:
     return bool(reduced_axes(params.get("axes"), ndim))
 
 
-def softmaxes(op: type, params: Dict[str, Any], ndim: int, last: bool = True) -> bool:
-    """Whether ``op`` with ``params`` is a softmax or log-softmax of an ``ndim``-dim input, along its last
-    dim if ``last`` (CUDA's kernels), else along any (the CPU's)."""
-    if op.__name__ not in SOFTMAXES or op.__module__ != _REDUCTION_MODULE or ndim == 0:
-        return False
-    return not last or params["axis"] % ndim == ndim - 1
+def softmaxes(op: type, ndim: int) -> bool:
+    """Whether ``op`` is a softmax or log-softmax of an ``ndim``-dim input (along any dim)."""
+    return op.__name__ in SOFTMAXES and op.__module__ == _REDUCTION_MODULE and ndim > 0
 
 
 def softmax_seed(kind: str, dtype: str) -> Statement:
