@@ -88,6 +88,8 @@ CASES = {
     "x ** 16 (powi64)": (_powi16, lambda x: np.power(x, 16.0), (positive ** 0.1, None), False),
     "x ** y (pow64)": (nm.pow64, np.power, (positive, exponents), True),
     "exp32": (nm.exp32, np.exp, (wide.astype(np.float32), None), False),
+    "tanh32": (nm.tanh32, np.tanh, (wide.astype(np.float32), None), False),
+    "log1p32": (nm.log1p32, np.log1p, (positive.astype(np.float32), None), False),
     "expm1_32": (nm.expm1_32, np.expm1, (wide.astype(np.float32), None), False),
     "log2_32": (nm.log2_32, np.log2, (positive.astype(np.float32), None), False),
     "exp2_32": (nm.exp2_32, np.exp2, (wide.astype(np.float32), None), False),
