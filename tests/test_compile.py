@@ -687,6 +687,8 @@ _EVERY_FORMULA = [
     lambda x: (x * 3.0).floor() + (x * 3.0).ceil() + (x * 5.0).round() + nt.trunc(x * 7.0) + nt.frac(x * 7.0) * x
     + (x - 0.5).sign() + nt.where(nt.isnan(x), 0.0, x) + nt.where(nt.isinf(x), 0.0, x) + nt.where(nt.isfinite(x), x, 1.0),
     lambda x: nt.nan_to_num(x.log() * 2.0) + nt.logaddexp(x, x * 0.5) + x.log2() + nt.exp2(x * 3.0),
+    lambda x: nt.where((nt.logical_and(x > 0.3, x - 0.5) & (x < 0.9) | ~nt.logical_or(x < 0.2, x * 0.0))
+                       ^ nt.logical_xor(x > 0.6, nt.logical_not(x - 0.4)), nt.copysign(x, x - 0.5), x * 2.0),
 ]
 
 

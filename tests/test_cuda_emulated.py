@@ -161,3 +161,23 @@ def test_nan_to_num_logaddexp_log2_and_exp2_run_as_numpy_computes_them(cp, dtype
     with np.errstate(all="ignore"):
         want = fn(*args).numpy()
     np.testing.assert_allclose(np.asarray(out), want, rtol=3e-7 if dtype == "float32" else 5e-16, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_logical_ops_masks_and_copysign_run_as_numpy_computes_them(cp, dtype):
+    from test_compile import cuda_fused_nodes
+
+    a = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -3.0, 0.0, 2.0], dtype)
+    b = np.array([1.0, 0.0, -np.inf, -0.0, 0.0, np.nan, -1.0, 2.0, -0.0], dtype)
+
+    def fn(x, y):
+        mask = (nt.logical_and(x, y) & (x < y) | ~nt.logical_or(x * 2.0, y)) ^ nt.logical_xor(x > 0, nt.logical_not(y))
+        return nt.where(mask, nt.copysign(x * 1.0, y), nt.copysign(y, x) + 1.0)
+
+    args = [nt.tensor(a, names=("i",)), nt.tensor(b, names=("i",))]
+    (node,) = cuda_fused_nodes(fn, *args)
+    forward = cuda_codegen.forward_kernel(node.op.chain, node.args, node.outputs)
+    (out,) = forward(_EmulatedCupyBackend(cp), [cp.asarray(a), cp.asarray(b)])
+    want = fn(*args).numpy()
+    np.testing.assert_array_equal(np.asarray(out), want)  # NaNs where NumPy's are
+    np.testing.assert_array_equal(np.signbit(np.asarray(out)), np.signbit(want))

@@ -207,7 +207,9 @@ def _fused_chains():
         f = (x.floor() + x.ceil() + x.round() + nt.trunc(x) + nt.frac(y) + x.sign() + nt.where(nt.isnan(x), a, b)
              + nt.where(nt.isinf(y), a, b) + nt.where(nt.isfinite(x), a, b) + nt.nan_to_num(x, 1.0, 2.0, -np.inf)
              + nt.logaddexp(x, y) + x.abs().log2() + nt.exp2(y))
-        return a + b + c + d + e + f
+        g = nt.where((nt.logical_and(x, y) & (x < y) | ~nt.logical_or(x, y > 0)) ^ nt.logical_xor(x > 0, nt.logical_not(y)),
+                     nt.copysign(x, y), b)
+        return a + b + c + d + e + f + g
 
     from test_compile import cuda_chains
 

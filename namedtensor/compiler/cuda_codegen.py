@@ -30,7 +30,7 @@ __all__ = ["C_FUNCTIONS", "c_expression", "forward_source", "backward_source", "
 #: the CUDA C spelling of the functions the formulas call (float and double overloads both exist)
 C_FUNCTIONS = {"fabs": "fabs", "exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "sqrt": "sqrt",
                "sin": "sin", "cos": "cos", "tanh": "tanh", "erf": "erf", "pow": "pow", "floor": "floor",
-               "ceil": "ceil", "trunc": "trunc", "rint": "rint", "log2": "log2", "exp2": "exp2"}
+               "ceil": "ceil", "trunc": "trunc", "rint": "rint", "log2": "log2", "exp2": "exp2", "copysign": "copysign"}
 C_TYPES = {"float32": "float", "float64": "double", "bool": "bool"}
 #: the formulas' ``np.inf`` and ``np.nan`` in C (a float: cast to double, each is the same value)
 _NP_CONSTANTS = {"inf": "__int_as_float(0x7f800000)", "nan": "__int_as_float(0x7fc00000)"}

@@ -192,6 +192,17 @@ SCALAR: Dict[str, Callable[[List[str], Dict[str, Any]], str]] = {
     "_Le": lambda a, p: f"({a[0]} <= {a[1]})",
     "_Gt": lambda a, p: f"({a[0]} > {a[1]})",
     "_Ge": lambda a, p: f"({a[0]} >= {a[1]})",
+    # NumPy's truth of a number: not 0 (a NaN is true)
+    "_LogicalAnd": lambda a, p: f"(({a[0]} != 0) and ({a[1]} != 0))",
+    "_LogicalOr": lambda a, p: f"(({a[0]} != 0) or ({a[1]} != 0))",
+    "_LogicalXor": lambda a, p: f"(({a[0]} != 0) != ({a[1]} != 0))",
+    "_LogicalNot": lambda a, p: f"({a[0]} == 0)",
+    "_Copysign": lambda a, p: f"copysign({a[0]}, {a[1]})",
+    # of bools, a mask's &, | and ~ (fusible values are floats or bools: no integer reaches these)
+    "_BitwiseAnd": lambda a, p: f"({a[0]} and {a[1]})",
+    "_BitwiseOr": lambda a, p: f"({a[0]} or {a[1]})",
+    "_BitwiseXor": lambda a, p: f"({a[0]} != {a[1]})",
+    "_BitwiseNot": lambda a, p: f"(not {a[0]})",
 }
 
 #: Op class name -> the gradient of each operand (None: none) from the operands' texts ``a``, the
@@ -236,6 +247,8 @@ GRAD: Dict[str, Callable[[List[str], str, str, Dict[str, Any]], List[Optional[st
                                     f"({g} if not ({a[0]} < {a[1]} or {a[0]} == {a[1]}) else "
                                     f"(0.5 * {g} if {a[0]} == {a[1]} else 0.0))"],
     "_Pow": lambda a, t, g, p: _pow_grad(a, t, g),
+    # sign(a) sign(result): 0 where a is 0, as eagerly; the sign's operand gets a zero gradient
+    "_Copysign": lambda a, t, g, p: [f"({g} * {_sign(a[0])} * {_sign(t)})", "0.0"],
     "_Where": lambda a, t, g, p: [None, f"({g} if {a[0]} else 0.0)", f"(0.0 if {a[0]} else {g})"],
     "_Clip": _clip_grad,
 }
@@ -300,7 +313,7 @@ def _numeric(a: Any) -> Optional[float]:
 
 
 #: the modules whose Op classes the tables name (a class of the same name elsewhere is another op)
-_MODULES = ("namedtensor.ops.elementwise",)
+_MODULES = ("namedtensor.ops.elementwise", "namedtensor.ops.bitwise")
 
 #: numbers in params that become typed constants of the kernel
 _PARAM_CONSTANTS = {"_Clip": (("min", "LO"), ("max", "HI")),

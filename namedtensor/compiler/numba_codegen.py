@@ -68,7 +68,7 @@ _PARALLEL_FROM = 1 << 24
 #: chain is cut into kernels of this many, each pass after the first reading its input from memory
 MATH_CALLS = 8
 _MATH = Path(__file__).parent.parent / "backends" / "numba_math.py"
-_HEAD = ["import numpy as np", "from math import sqrt, fabs, pow",
+_HEAD = ["import numpy as np", "from math import sqrt, fabs, pow, copysign",
          "from namedtensor.backends.numba_math import exp, expm1, tanh, log, log1p, exp32, expm1_32, tanh32, erf32, "
          "log32, log1p32, pow32, erf64, sin32, cos32, sin32_exact, cos32_exact, sin64, cos64, sin64_exact, cos64_exact, "
          "TRIG_LIMIT, powi32, powi64, powi64_exact, pow64, pow64_safe, pow64_exact, log2, exp2, log2_32, exp2_32",
