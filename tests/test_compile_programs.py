@@ -66,6 +66,9 @@ BINARY = {
     "maximum": lambda x, y: nt.maximum(x, y),
     "minimum": lambda x, y: nt.minimum(x, y),
     "where": lambda x, y: nt.where(x > y, x, y * 0.5),
+    "mask": lambda x, y: nt.where((x > 0) & (y < 0.5) | ~nt.logical_or(x > y, y > 1.0), x, y),
+    "logaddexp": lambda x, y: nt.logaddexp(x, y),
+    "copysign": lambda x, y: nt.copysign(x, y),
 }
 #: what may end the chain, along one of the last value's dims
 ENDS = {
