@@ -13,7 +13,8 @@ medians of per-round ratios):
   backward: namedtensor eager, compiled (one kernel each way), PyTorch eager.
 * ``chains``: chains whose kernels the compiler's choices decide (2M elements, forward), eager against
   compiled: an ELU (``expm1``), softplus, mish, ``logaddexp`` and a binary cross-entropy with logits (dependent
-  math calls, run stage by stage over each chunk), fake quantization (``round`` and ``clamp``), a softmax over a middle dim of
+  math calls, run stage by stage over each chunk), fake quantization (``round`` and ``clamp``), a mask of comparisons
+  joined by ``&``, ``|`` and ``~`` in a ``where``, a softmax over a middle dim of
   attention scores ``(batch, key, head, query)`` (by columns), float32 ``x ** 4`` with negative bases
   (``powi32``; NumPy's pow does those one at a time) and float32 ``(x * w) ** 1.5 + x`` (left to NumPy's
   SIMD ``pow`` where it has one).
@@ -201,6 +202,7 @@ def _chain_cases() -> dict:
         "logaddexp": (lambda x, w: nt.logaddexp(x, w), (x, w)),
         "BCE with logits": (lambda z, y: nt.nn.functional.binary_cross_entropy_with_logits(z, y), (logits, labels)),
         "fake quantization": (lambda x: (x / 0.05).round().clamp(-128, 127) * 0.05, (x,)),
+        "mask": (lambda x, w: nt.where((x > 0) & (x < 1) | ~(w > 1.5), x * w, 0.0), (x, w)),
         "softmax over a middle dim": (lambda s: (s * 0.17).softmax("key"), (scores,)),
         "x ** 4, negative bases": (lambda x, w: x ** 4 * w, (x, w)),
         "(x * w) ** 1.5 + x": (lambda x, w: (x.abs() * w) ** 1.5 + x, (x, w)),
