@@ -2729,8 +2729,7 @@ def test_math_calls_of_cpu_kernels_keep_the_sign_of_zero_as_numpy(dtype):
     pytest.importorskip("numba")
     x = nt.tensor(np.array([-0.0, 0.0], dtype), names=("a",))
     fns = {"tanh": lambda x: x.tanh(), "expm1": lambda x: x.expm1(), "log1p": lambda x: x.log1p(),
-           "sin": lambda x: x.sin(), "erf": lambda x: x.erf(), "silu": lambda x: F.silu(x), "gelu": lambda x: F.gelu(x),
-           "sigmoid": lambda x: x.sigmoid() - 0.5}
+           "sin": lambda x: x.sin(), "erf": lambda x: x.erf(), "silu": lambda x: F.silu(x), "gelu": lambda x: F.gelu(x)}
     for name, fn in fns.items():
         _, got = compiled_quietly(lambda x: fn(x * 1.0), x)
         want = fn(x * 1.0)

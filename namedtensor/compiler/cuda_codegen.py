@@ -211,24 +211,10 @@ def softmax_source(chain: Chain, in_dtypes: Sequence[str], in_shapes: Sequence[S
             body.append(f"    {{ const long long nt_i = nt_r % {full[d]}LL;{''.join(moved)} }}")
         if d:
             body.append(f"    nt_r /= {full[d]}LL;")
-    body += [f"    {out_type}* nt_y = nt_out + nt_row * {cols}LL;",
-             f"    {out_type} nt_top = ({out_type})(-__int_as_float(0x7f800000));",
-             f"    for (long long nt_c = nt_lane; nt_c < {cols}LL; nt_c += {threads}) {{"]
-    body += [f"        const {C_TYPES[d]} x{k} = nt_in{k}[nt_at{k}{' + nt_c' if s and s[-1] else ''}];"
-             for k, (d, s) in enumerate(zip(in_dtypes, strides))]
-    body += [f"        {C_TYPES[dt]} {var} = (({C_TYPES[dt]})({c_expression(expr)}));" for var, dt, expr in lines]
-    body += [f"        const {out_type} nt_v = ({out_type})({result});", "        nt_y[nt_c] = nt_v;",
-             "        nt_top = (nt_top > nt_v || nt_top != nt_top) ? nt_top : nt_v;", "    }"]
-    body += _block_combine(out_type, threads, "nt_top", "(nt_a > nt_b || nt_a != nt_a) ? nt_a : nt_b")
-    body += [f"    {out_type} nt_total = 0;", f"    for (long long nt_c = nt_lane; nt_c < {cols}LL; nt_c += {threads}) {{",
-             f"        const {out_type} nt_e = exp(nt_y[nt_c] - nt_top);",
-             *([] if kind == "log_softmax" else ["        nt_y[nt_c] = nt_e;"]), "        nt_total += nt_e;", "    }"]
-    body += _block_combine(out_type, threads, "nt_total", "nt_a + nt_b")
-    if kind == "log_softmax":
-        body += [f"    const {out_type} nt_shift = nt_top + log(nt_total);",
-                 f"    for (long long nt_c = nt_lane; nt_c < {cols}LL; nt_c += {threads}) nt_y[nt_c] -= nt_shift;"]
-    else:
-        body.append(f"    for (long long nt_c = nt_lane; nt_c < {cols}LL; nt_c += {threads}) nt_y[nt_c] /= nt_total;")
+    body.append(f"    {out_type}* nt_y = nt_out + nt_row * {cols}LL;")
+    body += _softmax_passes(kind, out_type, in_dtypes, strides, len(full) - 1, lines, result,
+                            f"    for (long long nt_c = nt_lane; nt_c < {cols}LL; nt_c += {threads})", "nt_y[nt_c]",
+                            threads)
     signature, code = ", ".join(params), "\n".join(body)
     name = "nt_fused_softmax_" + hashlib.sha1((signature + code).encode()).hexdigest()[:16]
     return name, f'extern "C" __global__ void {name}({signature}) {{\n{code}\n}}\n', threads
@@ -247,8 +233,8 @@ def softmax_columns_source(chain: Chain, in_dtypes: Sequence[str], in_shapes: Se
     dims after ``axis``) of each index of the dims before it.  A column is a softmax's row, strided by
     those dims' size; the block's 32 columns are read and written side by side, so that each step of a
     warp touches consecutive elements (one block per column would read one element per row of memory).
-    Each thread takes every 8th element of its column: :func:`softmax_source`'s passes, each column's
-    max and sum combined over its 8 threads through shared memory."""
+    Each thread takes every 8th element of its column: :func:`_softmax_passes`, each column's max and sum
+    combined over its 8 threads through shared memory."""
     part, kind, _ = formulas.split_reduction(chain)
     lines, (result,) = formulas.forward(part, in_dtypes)
     out_type = C_TYPES[chain.members[-1].dtype]
@@ -272,25 +258,36 @@ def softmax_columns_source(chain: Chain, in_dtypes: Sequence[str], in_shapes: Se
         moved = [f" nt_at{k} += nt_i * {st[d]}LL;" for k, st in enumerate(strides) if st[d]]
         body.append(f"    {{ const long long nt_i = {index} % {full[d]}LL; nt_base += nt_i * {out_strides[d]}LL;"
                     f"{''.join(moved)} {index} /= {full[d]}LL; }}")
-    loop = f"    if (nt_live) for (long long nt_c = nt_lane; nt_c < {size}LL; nt_c += {depth})"
-    at = f"nt_base + nt_c * {inner}LL"
-    body += [f"    {out_type} nt_top = ({out_type})(-__int_as_float(0x7f800000));", loop + " {"]
-    body += [f"        const {C_TYPES[d]} x{k} = nt_in{k}[nt_at{k}{f' + nt_c * {st[axis]}LL' if st[axis] else ''}];"
-             for k, (d, st) in enumerate(zip(in_dtypes, strides))]
-    body += [f"        {C_TYPES[dt]} {var} = (({C_TYPES[dt]})({c_expression(expr)}));" for var, dt, expr in lines]
-    body += [f"        const {out_type} nt_v = ({out_type})({result});", f"        nt_out[{at}] = nt_v;",
-             "        nt_top = (nt_top > nt_v || nt_top != nt_top) ? nt_top : nt_v;", "    }"]
-    body += _block_combine(out_type, depth, "nt_top", "(nt_a > nt_b || nt_a != nt_a) ? nt_a : nt_b", "[nt_x]")
-    body += [f"    {out_type} nt_total = 0;", loop + " {", f"        const {out_type} nt_e = exp(nt_out[{at}] - nt_top);",
-             *([] if kind == "log_softmax" else [f"        nt_out[{at}] = nt_e;"]), "        nt_total += nt_e;", "    }"]
-    body += _block_combine(out_type, depth, "nt_total", "nt_a + nt_b", "[nt_x]")
-    if kind == "log_softmax":
-        body += [f"    const {out_type} nt_shift = nt_top + log(nt_total);", loop + f" nt_out[{at}] -= nt_shift;"]
-    else:
-        body.append(loop + f" nt_out[{at}] /= nt_total;")
+    body += _softmax_passes(kind, out_type, in_dtypes, strides, axis, lines, result,
+                            f"    if (nt_live) for (long long nt_c = nt_lane; nt_c < {size}LL; nt_c += {depth})",
+                            f"nt_out[nt_base + nt_c * {inner}LL]", depth, "[nt_x]")
     signature, code = ", ".join(params), "\n".join(body)
     name = "nt_fused_softmax_columns_" + hashlib.sha1((signature + code).encode()).hexdigest()[:16]
     return name, f'extern "C" __global__ void {name}({signature}) {{\n{code}\n}}\n', tiles
+
+
+def _softmax_passes(kind: str, out_type: str, in_dtypes: Sequence[str], strides: Sequence[Tuple[int, ...]], axis: int,
+                    lines: List[formulas.Statement], result: str, loop: str, at: str, threads: int,
+                    column: str = "") -> List[str]:
+    """A softmax kernel's three passes over its row (or column), ``loop`` the ``for`` line walking a
+    thread's elements ``nt_c`` of it and ``at`` the output element there: the chain's values written with
+    their max (a NaN wins, as NumPy's max), the exponentials and their sum, then the division (or the
+    log-softmax's shift) in place; each max and sum combined over the ``threads`` threads of the row
+    (:func:`_block_combine`, ``column`` as there).  An input's element is read ``nt_c`` times its stride
+    along ``axis`` past ``nt_at<k>``."""
+    body = [f"    {out_type} nt_top = ({out_type})(-__int_as_float(0x7f800000));", loop + " {"]
+    body += [f"        const {C_TYPES[d]} x{k} = nt_in{k}[nt_at{k}{f' + nt_c * {st[axis]}LL' if st[axis] else ''}];"
+             for k, (d, st) in enumerate(zip(in_dtypes, strides))]
+    body += [f"        {C_TYPES[dt]} {var} = (({C_TYPES[dt]})({c_expression(expr)}));" for var, dt, expr in lines]
+    body += [f"        const {out_type} nt_v = ({out_type})({result});", f"        {at} = nt_v;",
+             "        nt_top = (nt_top > nt_v || nt_top != nt_top) ? nt_top : nt_v;", "    }"]
+    body += _block_combine(out_type, threads, "nt_top", "(nt_a > nt_b || nt_a != nt_a) ? nt_a : nt_b", column)
+    body += [f"    {out_type} nt_total = 0;", loop + " {", f"        const {out_type} nt_e = exp({at} - nt_top);",
+             *([] if kind == "log_softmax" else [f"        {at} = nt_e;"]), "        nt_total += nt_e;", "    }"]
+    body += _block_combine(out_type, threads, "nt_total", "nt_a + nt_b", column)
+    if kind == "log_softmax":
+        return body + [f"    const {out_type} nt_shift = nt_top + log(nt_total);", loop + f" {at} -= nt_shift;"]
+    return body + [loop + f" {at} /= nt_total;"]
 
 
 def _block_combine(c_type: str, threads: int, var: str, combine: str, column: str = "") -> List[str]:

@@ -322,8 +322,8 @@ _PARAM_CONSTANTS = {"_Clip": (("min", "LO"), ("max", "HI")),
 
 #: the reductions a kernel computes at the end of a chain (over any dims), by Op class name
 REDUCTIONS = {"_Sum": "sum", "_Mean": "mean"}
-#: the normalisations a kernel computes at the end of a chain (scale + mask + softmax), along any dim on
-#: the CPU and the last on the GPU (softmaxes), by Op class name
+#: the normalisations a kernel computes at the end of a chain (scale + mask + softmax), along any dim, by
+#: Op class name
 SOFTMAXES = {"_Softmax": "softmax", "_LogSoftmax": "log_softmax"}
 _REDUCTION_MODULE = "namedtensor.ops.reductions"
 

@@ -258,7 +258,7 @@ def _stages(lines: List[formulas.Statement]) -> List[List[formulas.Statement]]:
         deps = [n for n in _NAME.findall(expr) if n in stage]
         at = max((stage[d] for d in deps), default=0)
         calls = [call for call, _ in _long_call_nodes(expr)]
-        args = {n for call in calls for a in call.args for n in _NAME.findall(ast.unparse(a)) if n in stage}
+        args = {n.id for call in calls for a in call.args for n in ast.walk(a) if isinstance(n, ast.Name) and n.id in stage}
         if any(chained[d] and stage[d] == at for d in args):
             at += 1
         stage[var] = at
@@ -283,7 +283,8 @@ def _staged(pad: str, ins: List[str], ones: Sequence[Ones], lines: List[formulas
             wanted: Sequence[str]) -> Tuple[List[str], List[str]]:
     """:func:`_per_element` over a chunk of ``n`` elements cut by :func:`_stages`: a loop per stage, the
     values a later stage (or ``wanted``, what the caller's lines read after the last) takes from an
-    earlier one passing through chunk buffers ``w_<var>``; and the lines allocating those buffers."""
+    earlier one passing through chunk buffers ``w_<var>``; and the lines allocating those buffers (none
+    for one stage: a later stage always reads an earlier one's value)."""
     stages = _stages(_live(_hoisted(lines), wanted))
     if len(stages) == 1:
         return _per_element(pad, ins, ones, lines, "n"), []
@@ -404,15 +405,15 @@ def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.St
     body += loops
     loop = _per_element(pad, ins, ones, lines, f"shape[{ndim - 1}]")
     last = f"shape[{ndim - 1}]"
+    staged, buffers = _staged(pad + "    ", ins, ones, lines, [result])
     if _checked_lines(loop):  # the row's total apart, which a second pass makes again
         body += _slices(pad, ins, ones, index, ":")
         body += [f"{pad}row = 0.0", *_exact_pass(loop + [f"{pad}    row += {result}"], pad, ["row = 0.0"]),
                  f"{pad}acc += row"]
-    elif len(_stages(_live(_hoisted(lines), [result]))) > 1:  # the row in chunks, each a loop per stage
+    elif buffers:  # stages: the row in chunks, each a loop per stage
         body += [f"{pad}for c0 in range(0, {last}, {_CHUNK}):", f"{pad}    n = min({_CHUNK}, {last} - c0)",
                  *_slices(pad + "    ", ins, ones, index, "c0:c0 + n")]
-        loop, buffers = _staged(pad + "    ", ins, ones, lines, [result])
-        body = buffers + body + loop + [f"{pad}        acc += {result}"]
+        body = buffers + body + staged + [f"{pad}        acc += {result}"]
     else:
         body += _slices(pad, ins, ones, index, ":")
         body += loop + [f"{pad}    acc += {result}"]
