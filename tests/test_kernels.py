@@ -1,6 +1,8 @@
 """The NumPy backend's blockwise kernels: the same results on one thread and on several, and the
 row-wise LayerNorm/RMSNorm kernels against the generic backend methods (in float64)."""
 
+import threading
+
 import numpy as np
 import pytest
 import threadpoolctl
@@ -184,6 +186,32 @@ def test_independent_products_run_side_by_side_in_pieces(small_blocks, monkeypat
     # a share of the threads per product, at least one, each piece whole along the contracted dim
     assert len(calls) == sum(max(1, threads * (i + 1) // 3 - threads * i // 3) for i in range(3))
     assert all(a[-1] == b[-2] and a[-1] in (5, 37) for a, b in calls)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 4])
+@pytest.mark.parametrize("columns", [1, 3, 9])
+def test_column_sums_go_beside_the_products_on_the_first_products_threads(small_blocks, monkeypatch, threads, columns):
+    monkeypatch.setattr(numpy_kernels, "_SPLIT_FROM", 1)
+    rng = np.random.default_rng(1)
+    g, w, x = (rng.standard_normal(s).astype(np.float32) for s in ((37, columns), (columns, 9), (37, 9)))
+    other = rng.standard_normal((37, 5)).astype(np.float32)
+    where = []
+    total = np.sum
+    monkeypatch.setattr(numpy_kernels.np, "sum", lambda s, **k: where.append(threading.get_ident()) or total(s, **k))
+    matmul = np.matmul
+    monkeypatch.setattr(numpy_kernels.np, "matmul", lambda a, b, **k: where.append((a.shape, threading.get_ident())) or matmul(a, b, **k))
+    nt.set_num_threads(threads)
+    gx, gw, g_sum, other_sum = numpy_kernels.matmuls([(g, w), (g.T, x)], (g, other))
+    np.testing.assert_allclose(gx, matmul(g, w), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gw, matmul(g.T, x), rtol=1e-5, atol=1e-6)
+    for got, s in ((g_sum, g), (other_sum, other)):
+        assert got.shape == s.shape[1:] and got.dtype == s.dtype
+        np.testing.assert_allclose(got, total(s, axis=0), rtol=1e-5, atol=1e-6)
+    if threads > 1:
+        # every sum ran on a thread that made a piece of the first product, none on the caller's
+        first = {t for e in where if isinstance(e, tuple) and e[0][-1] == columns for t in [e[1]]}
+        sums = {e for e in where if not isinstance(e, tuple)}
+        assert sums and sums <= first and threading.get_ident() not in sums
 
 
 @pytest.mark.parametrize("why", ["one thread", "small", "a stack", "mixed dtypes"])

@@ -165,10 +165,11 @@ class Backend:
         y = self.matmul(a, b)
         return self.add(y, c, out=y) if self.supports_out else self.add(y, c)
 
-    def matmuls(self, pairs):
-        """``[a @ b for a, b in pairs]``, independent products of matrices (a linear layer's input and
-        weight gradients), which a backend may run side by side."""
-        return [self.matmul(a, b) for a, b in pairs]
+    def matmuls(self, pairs, column_sums=()):
+        """``[a @ b for a, b in pairs] + [s.sum(axis=0) for s in column_sums]``: independent products of
+        matrices (a linear layer's input and weight gradients) and sums of matrices' columns (its bias's
+        gradient), which a backend may run side by side."""
+        return [self.matmul(a, b) for a, b in pairs] + [self.sum(s, axis=0) for s in column_sums]
 
     def products_side_by_side(self) -> bool:
         """Whether :meth:`matmuls` runs its products side by side now, faster than one after the other

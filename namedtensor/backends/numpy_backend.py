@@ -168,8 +168,8 @@ class NumpyBackend(Backend):
     def addmm(self, c, a, b):
         return numpy_kernels.addmm(c, a, b)
 
-    def matmuls(self, pairs):
-        return numpy_kernels.matmuls(pairs)
+    def matmuls(self, pairs, column_sums=()):
+        return numpy_kernels.matmuls(pairs, column_sums)
 
     def products_side_by_side(self) -> bool:
         return numpy_kernels.pool_does_products()

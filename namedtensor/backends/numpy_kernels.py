@@ -225,35 +225,50 @@ def addmm(c, a, b):
     return matmul(a, b, add=c) if _products else _product(a, b, None, c)
 
 
-def matmuls(pairs: list) -> list:
-    """``[a @ b for a, b in pairs]`` for independent products of matrices, side by side where the pool
-    does the products: the products (a linear layer's two gradients) are cut into as many pieces as the
-    pool has threads, each product into a share of them by its rows or its columns (whichever are more),
-    and every thread makes its pieces whole, one BLAS call each.  Against one product after the other,
-    each cut among all the threads, no thread packs the other's operands, and a product whose contracted
-    dim is the longest (a weight's gradient) needs no partial products added up: measured for the
-    benchmark block's layers on 2 threads, 1.29 against 1.39 ms for a 2048 x 256 x 256 pair."""
+def matmuls(pairs: list, column_sums: tuple = ()) -> list:
+    """``[a @ b for a, b in pairs] + [s.sum(axis=0) for s in column_sums]`` for independent products of
+    matrices, side by side where the pool does the products: the products (a linear layer's two
+    gradients) are cut into as many pieces as the pool has threads, each product into a share of them
+    by its rows or its columns (whichever are more), and every thread makes its pieces whole, one BLAS
+    call each.  Against one product after the other, each cut among all the threads, no thread packs
+    the other's operands, and a product whose contracted dim is the longest (a weight's gradient) needs
+    no partial products added up: measured for the benchmark block's layers on 2 threads, 1.29 against
+    1.39 ms for a 2048 x 256 x 256 pair.  The sums (a bias's gradient) go by columns to the threads of
+    the first product, whose rows and columns are each one BLAS call's (the input's gradient, a product
+    with no operand transposed: the weight's, with the longest dim contracted, is the slower) and which
+    reads the array anyway: otherwise a pass after the products, on one thread while the others wait."""
     threads = get_num_threads()
     if (not _products or threads < 2 or len(pairs) < 2
             or any(a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype.char not in "fd" for a, b in pairs)
-            or len({a.dtype for a, _ in pairs}) > 1 or sum(a.size * b.shape[1] for a, b in pairs) < _SPLIT_FROM):
-        return [matmul(a, b) for a, b in pairs]
+            or len({a.dtype for a, _ in pairs}) > 1 or sum(a.size * b.shape[1] for a, b in pairs) < _SPLIT_FROM
+            or any(s.ndim != 2 for s in column_sums)):
+        return [matmul(a, b) for a, b in pairs] + [np.sum(s, axis=0) for s in column_sums]
     outs = [np.empty((a.shape[0], b.shape[1]), a.dtype) for a, b in pairs]
+    sums = [np.empty(s.shape[1:], s.dtype) for s in column_sums]
     pieces = []
     for i, ((a, b), out) in enumerate(zip(pairs, outs)):
         share = max(1, threads * (i + 1) // len(pairs) - threads * i // len(pairs))
         m, n = out.shape
         cuts = [m * p // share for p in range(share + 1)] if m >= n else [n * p // share for p in range(share + 1)]
-        for lo, hi in zip(cuts, cuts[1:]):
+        for p, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
+            # the sums' columns from p / share to (p + 1) / share: empty on the other products' pieces
+            columns = [(s[:, s.shape[1] * p // share:s.shape[1] * (p + 1) // share],
+                        total[s.shape[1] * p // share:s.shape[1] * (p + 1) // share])
+                       for s, total in zip(column_sums, sums)] if i == 0 else []
             if hi > lo:
-                pieces.append((a[lo:hi], b, out[lo:hi]) if m >= n else (a, b[:, lo:hi], out[:, lo:hi]))
+                pieces.append((a[lo:hi], b, out[lo:hi], columns) if m >= n else (a, b[:, lo:hi], out[:, lo:hi], columns))
+            elif columns:
+                pieces.append((None, None, None, columns))
 
     def run(first: int, last: int) -> None:
-        for a, b, out in pieces[first:last]:
-            np.matmul(a, b, out=out)
+        for a, b, out, columns in pieces[first:last]:
+            if a is not None:
+                np.matmul(a, b, out=out)
+            for s, total in columns:
+                np.sum(s, axis=0, out=total)
 
     split(min(threads, len(pieces)), len(pieces), run)
-    return outs
+    return outs + sums
 
 
 @functools.lru_cache(maxsize=None)

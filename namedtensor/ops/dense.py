@@ -83,16 +83,18 @@ class _Linear(Op):
 def _grads_side_by_side(node, g: Tensor, x: Tensor, w: Tensor) -> tuple:
     """The input's, the weight's and the bias's gradients of ``y = x W^T + b`` along x's last axis on raw
     arrays, when no graph is recorded: the two products are independent and of equal work, and
-    ``B.matmuls`` runs them side by side (the NumPy backend's pool gives each its share of threads)."""
+    ``B.matmuls`` runs them side by side (the NumPy backend's pool gives each its share of threads), with
+    the bias's sum beside them."""
     B = node.B
     n_out, n_in = w._data.shape
     g2 = B.reshape(g._data, (-1, n_out))
-    gx, gw = B.matmuls([(g2, w._data), (B.permute_dims(g2, (1, 0)), B.reshape(x._data, (-1, n_in)))])
+    bias = len(node.edges) == 3 and node.edges[2] is not None
+    gx, gw, *gb = B.matmuls([(g2, w._data), (B.permute_dims(g2, (1, 0)), B.reshape(x._data, (-1, n_in)))],
+                            (g2,) if bias else ())
     grads = (Tensor._make(B.reshape(gx, tuple(x._data.shape)), node.in_names[0], B), Tensor._make(gw, node.in_names[1], B))
     if len(node.edges) == 2:
         return grads
-    gb = None if node.edges[2] is None else Tensor._make(B.sum(g2, axis=0), node.in_names[2], B)
-    return (*grads, gb)
+    return (*grads, Tensor._make(gb[0], node.in_names[2], B) if bias else None)
 
 
 class _WeightGrad(Op):
