@@ -234,9 +234,9 @@ def matmuls(pairs: list, column_sums: tuple = ()) -> list:
     the other's operands, and a product whose contracted dim is the longest (a weight's gradient) needs
     no partial products added up: measured for the benchmark block's layers on 2 threads, 1.29 against
     1.39 ms for a 2048 x 256 x 256 pair.  The sums (a bias's gradient) go by columns to the threads of
-    the first product, whose rows and columns are each one BLAS call's (the input's gradient, a product
-    with no operand transposed: the weight's, with the longest dim contracted, is the slower) and which
-    reads the array anyway: otherwise a pass after the products, on one thread while the others wait."""
+    the first product (the input's gradient, the faster: the weight's has its first operand transposed),
+    which read the array anyway, instead of a pass after the products on one thread while the others
+    wait."""
     threads = get_num_threads()
     if (not _products or threads < 2 or len(pairs) < 2
             or any(a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype.char not in "fd" for a, b in pairs)
