@@ -26,7 +26,7 @@ medians of per-round ratios):
   ``jax.grad``, the AdamW update) under one ``jax.jit``; against the matmul floor, the step's 10.47 GFLOP
   of matrix products at the float32 matmul rate measured here on the same threads.  Peak memory as
   train_step.py measures it (the heap trimmed after the warm-up step), each column in a process of its
-  own; then eager and compiled each alone in a process, as a training script runs them, compiled also
+  own that made that column's step alone; then eager and compiled each alone in a process, as a training script runs them, compiled also
   with ``nt.retain_freed_memory(False)``.
 * ``compile``: the compiled block's first call minus a later one (tracing, passes, kernel generation and
   Numba's compilation), in a new process with an empty kernel cache and in a second process that finds
@@ -310,15 +310,20 @@ def jax_step_fn(a: argparse.Namespace):
     return step
 
 
-def steps() -> dict:
+def step_makers() -> dict:
+    """The columns' makers of a step function, by column name."""
     a = step_args()
-    fns = {"eager": TS.nt_step_fn(a), "compiled": TS.nt_step_fn(a, compiled=True, fused=True),
-           "compiled whole step": TS.nt_step_fn(a, compiled=True, fused=True, whole=True)}
+    makers = {"eager": lambda: TS.nt_step_fn(a), "compiled": lambda: TS.nt_step_fn(a, compiled=True, fused=True),
+              "compiled whole step": lambda: TS.nt_step_fn(a, compiled=True, fused=True, whole=True)}
     if torch is not None:
-        fns["torch"] = TS.torch_step_fn(a, fused=True)
+        makers["torch"] = lambda: TS.torch_step_fn(a, fused=True)
     if jax is not None:
-        fns["jax"] = jax_step_fn(a)
-    return fns
+        makers["jax"] = lambda: jax_step_fn(a)
+    return makers
+
+
+def steps() -> dict:
+    return {name: make() for name, make in step_makers().items()}
 
 
 def step_table() -> None:
@@ -369,10 +374,12 @@ def alone_child(which: str) -> None:
 
 
 def memory_child(which: str) -> None:
+    """The peak memory growth of one column's steps, in a process that made that column's step alone, as a
+    training script does (the other columns' large allocations would move glibc's thresholds)."""
     nt.set_num_threads(ARGS.threads)
     if torch is not None:
         torch.set_num_threads(ARGS.threads)
-    step = steps()[which]
+    step = step_makers()[which]()
     step()
     # a heap that keeps freed memory (nt.retain_freed_memory, which nt.compile turns on) would otherwise
     # count the warm-up step's arrays as the baseline: give them back first, so that every column's

@@ -429,8 +429,7 @@ class Backend:
         (*batch, Lq, Dv) in q's dtype; ``lse`` (*batch, Lq) the log-sum-exp of each query's scaled,
         masked scores (float32 for float16 input).  A query with no key to attend gets ``out = 0`` and
         ``lse = -inf``.  A kernel on ``(N, L, D)`` arrays takes its calls through :meth:`_attention_3d`.
-        The op hands ``lse`` back to :meth:`attention_backward` of the same hooks untouched, so row
-        hooks (nt.compile's) may return in its place what their backward reads (numpy_attention.Kept).
+        The op hands ``lse`` back to :meth:`attention_backward` of the same hooks untouched.
 
         This default materialises the (*batch, Lq, Lk) scores (in float32 for float16 input): it is what
         a backend with :attr:`fused_attention` falls back to for inputs its kernel does not take.

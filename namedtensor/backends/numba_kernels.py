@@ -11,7 +11,7 @@ back in the input's dtype; the softmax sums in the input's dtype, as NumPy does.
 among ``nt.get_num_threads()`` threads when there are enough of them (the kernels release the GIL);
 the weight's and the bias's gradients are summed per thread, then over the threads.  ``attention`` and its backward run the
 NumPy backend's blocks (numpy_attention.py) with each block's elementwise steps one call of a kernel
-here, on the pool's thread that has the block, and keep the blocks' exponentials for the backward.
+here, on the pool's thread that has the block.
 Inputs the kernels do not take (other dtypes, other layouts, empty rows) go to the NumPy backend's
 hooks.
 
@@ -262,57 +262,37 @@ def _softmax_block(s):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
-def _grad_block(e, lse, inv, ds, delta):
-    for i in range(e.shape[0]):
-        for k in range(e.shape[1]):
-            erow, drow, c = e[i, k], ds[i, k], delta[i]
-            if lse is not None:  # e holds the scores, which become the probabilities
-                top = lse[i]
-                for q in range(e.shape[2]):
-                    w = exp_of(erow[q] - top[q])
-                    erow[q] = w
-                    drow[q] = (drow[q] - c[q]) * w
-            if inv is not None:  # e holds the kept exponentials, read only
-                r = inv[i]
-                for q in range(e.shape[2]):
-                    drow[q] = (drow[q] - c[q]) * erow[q] * r[q]
+def _grad_block(p, lse, ds, delta):
+    for i in range(p.shape[0]):
+        top, c = lse[i], delta[i]
+        for k in range(p.shape[1]):
+            prow, drow = p[i, k], ds[i, k]  # prow holds the scores, which become the probabilities
+            for q in range(p.shape[2]):
+                w = exp_of(prow[q] - top[q])
+                prow[q] = w
+                drow[q] = (drow[q] - c[q]) * w
 
 
-def _grad_rows(e, lse, inv, ds, delta) -> None:
-    n_key, n_query = e.shape[-2], e.shape[-1]
+def _grad_rows(p, lse, ds, delta) -> None:
+    """numpy_attention.grad_block in one pass (``p`` and ``ds`` fresh contiguous blocks)."""
+    n_key, n_query = p.shape[-2], p.shape[-1]
     n = ds.size // (n_key * n_query)
 
     def rows(a):
-        return None if a is None else np.ascontiguousarray(a).reshape(n, n_query)
+        return np.ascontiguousarray(a).reshape(n, n_query)
 
-    _grad_block(e.reshape(n, n_key, n_query), rows(lse), rows(inv), ds.reshape(n, n_key, n_query), rows(delta))
-
-
-def _grad_recomputed(p, lse, ds, delta) -> None:
-    """numpy_attention.grad_block in one pass (``p`` and ``ds`` fresh contiguous blocks)."""
-    _grad_rows(p, lse, None, ds, delta)
+    _grad_block(p.reshape(n, n_key, n_query), rows(lse), ds.reshape(n, n_key, n_query), rows(delta))
 
 
-def _grad_kept(e, inv, ds, delta) -> None:
-    """numpy_attention.grad_kept_block in one pass."""
-    _grad_rows(np.ascontiguousarray(e), None, inv, ds, delta)
-
-
-_STEPS = numpy_attention.Steps(_softmax_block, _grad_recomputed, _grad_kept)
-#: scores per block: the kernels make one pass where NumPy makes several, and the forward writes the scores
-#: into the kept exponentials, so blocks twice numpy_attention's are faster (the benchmark's attention
-#: forward+backward on 2 threads, 8 blocks against 16: 3.8 against 4.1 ms; on 1 thread 6.8 against 7.0)
-_BLOCK_SCORES = 1 << 18
+_STEPS = numpy_attention.Steps(_softmax_block, _grad_rows)
 
 
 def attention(q, k, v, *, scale: float, causal: bool, key_keep):
     """``Backend.attention`` block by block as the NumPy backend runs it (numpy_attention.py), each
-    block's softmax one kernel call here, its exponentials kept for the backward (docs/design.md,
-    "nt.compile": faster than recomputing them, or than the materialised scores)."""
+    block's softmax one kernel call here."""
     if not numpy_attention.takes(q, k, v):
         return _backend().attention(q, k, v, scale=scale, causal=causal, key_keep=key_keep)
-    return numpy_attention.attention(q, k, v, scale=scale, causal=causal, key_keep=key_keep, steps=_STEPS,
-                                     keep_exps=True, budget=_BLOCK_SCORES)
+    return numpy_attention.attention(q, k, v, scale=scale, causal=causal, key_keep=key_keep, steps=_STEPS)
 
 
 def attention_backward(q, k, v, out, lse, g, *, scale: float, causal: bool, key_keep):
@@ -320,7 +300,7 @@ def attention_backward(q, k, v, out, lse, g, *, scale: float, causal: bool, key_
     if not numpy_attention.takes(q, k, v, out, g):  # then the forward took them neither: lse is the lse
         return _backend().attention_backward(q, k, v, out, lse, g, scale=scale, causal=causal, key_keep=key_keep)
     return numpy_attention.attention_backward(q, k, v, out, lse, g, scale=scale, causal=causal, key_keep=key_keep,
-                                              steps=_STEPS, budget=_BLOCK_SCORES)
+                                              steps=_STEPS)
 
 
 # ----------------------------------------------------------------------------- Adam(fused=True)

@@ -10,8 +10,9 @@ shared out among the threads of :mod:`.thread_pool`, each block's products one s
 call per head.  Only the output and the log-sum-exp of each query's scores
 are kept for the backward, which recomputes a block's probabilities from them (FlashAttention's
 scheme); the materialised path kept every exponential, the size of the scores.  nt.compile's Numba
-kernels run the same blocks with their own elementwise steps (:class:`Steps`) and keep the
-exponentials after all (``keep_exps``, :class:`Kept`): a faster backward, for that memory.
+kernels run the same blocks with their own elementwise steps (:class:`Steps`).  Keeping the
+exponentials instead made the benchmark block's compiled step 1.3 to 1.7% faster, for 8 MB more at
+its peak: above eager's, which recomputes them.
 
 The scores are key-major, ``(heads, key, query)``: the softmax reduces along the second-to-last
 axis, which NumPy vectorises across the contiguous rows.  The outputs and gradients are laid out as
@@ -80,11 +81,10 @@ def _run(blocks: list, work) -> None:
     split(threads, len(blocks), run)
 
 
-def _scores(k, qs, queries: slice, causal: bool, keep, out=None) -> np.ndarray:
+def _scores(k, qs, queries: slice, causal: bool, keep) -> np.ndarray:
     """Key-major scores ``k @ qs^T`` of one block, ``(heads, key, query)``, with -inf where a key may not
-    be attended: after its query (``causal``) or not kept (``keep``: ``(heads, key)``); in ``out`` if
-    given."""
-    s = np.matmul(k, np.swapaxes(qs, -1, -2), out=out)
+    be attended: after its query (``causal``) or not kept (``keep``: ``(heads, key)``)."""
+    s = np.matmul(k, np.swapaxes(qs, -1, -2))
     if causal and queries.start + 1 < k.shape[-2]:
         later = np.arange(k.shape[-2])[:, None] > np.arange(queries.start, queries.stop)[None, :]
         np.copyto(s, -np.inf, where=later)
@@ -117,53 +117,26 @@ def grad_block(p, lse, ds, delta) -> None:
     np.multiply(ds, p, out=ds)
 
 
-def grad_kept_block(e, inv, ds, delta) -> None:
-    """The scores' gradient of one block from its kept exponentials ``e`` and inverse sums ``inv``
-    (:func:`softmax_block`'s): ``ds`` (``dP^T``) becomes ``e * inv * (ds - delta)``; ``e`` is read only (a
-    graph kept for a second backward reads it again)."""
-    np.subtract(ds, delta, out=ds)
-    np.multiply(ds, e, out=ds)
-    np.multiply(ds, inv, out=ds)
-
-
 class Steps(NamedTuple):
     """The elementwise steps of a block, in NumPy (:data:`NUMPY_STEPS`) or in kernels that compute the
     same (nt.compile's Numba kernels); they run on the pool's threads, one block at a time."""
 
     softmax: Callable  # softmax_block
     grad: Callable  # grad_block
-    grad_kept: Callable  # grad_kept_block
 
 
-NUMPY_STEPS = Steps(softmax_block, grad_block, grad_kept_block)
-
-
-class Kept(NamedTuple):
-    """What :func:`attention` with ``keep_exps`` returns in the log-sum-exp's place, for its backward:
-    the exponentials of every block's scores, key-major ``(*batch, key, query)``, and their inverse sums
-    ``(*batch, 1, query)``, so that the backward recomputes neither (the size of the scores, as the
-    materialised path keeps)."""
-
-    lse: object
-    exps: object
-    inv: object
+NUMPY_STEPS = Steps(softmax_block, grad_block)
 
 
 def attention(q, k, v, *, scale: float, causal: bool, key_keep, budget: int = BLOCK_SCORES,
-              min_queries: int = MIN_QUERIES, steps: Steps = NUMPY_STEPS, keep_exps: bool = False):
+              min_queries: int = MIN_QUERIES, steps: Steps = NUMPY_STEPS):
     """``Backend.attention`` for :func:`takes` arrays: ``(out, lse)``; ``budget`` and ``min_queries``
-    size the blocks (:data:`BLOCK_SCORES`, :data:`MIN_QUERIES`).  ``keep_exps``: a :class:`Kept` in the
-    lse's place, where each block has all the queries (a sequence whose scores fit in a block); longer
-    ones, whose scores would be large to keep, get the lse alone."""
+    size the blocks (:data:`BLOCK_SCORES`, :data:`MIN_QUERIES`)."""
     n_query, n_key = q.shape[-2], k.shape[-2]
     batch = tuple(q.shape[:-2])
     out = np.empty_like(q, shape=tuple(q.shape[:-1]) + (v.shape[-1],))
     lse = np.empty(batch + (n_query,), q.dtype)
     scale = q.dtype.type(scale)
-    blocks = _blocks(batch, n_query, n_key, budget, min_queries)
-    kept = None
-    if keep_exps and len(blocks[0][1]) == 1:
-        kept = Kept(lse, np.empty(batch + (n_key, n_query), q.dtype), np.empty(batch + (1, n_query), q.dtype))
 
     def work(block) -> None:
         at, pieces = block
@@ -172,33 +145,26 @@ def attention(q, k, v, *, scale: float, causal: bool, key_keep, budget: int = BL
         for queries in pieces:
             qat = at + (queries,)
             qs = q[qat] * scale  # contiguous, and the scale is paid on the small operand
-            s = _scores(kb, qs, queries, causal, keep, None if kept is None else kept.exps[at])
+            s = _scores(kb, qs, queries, causal, keep)
             lse[qat], inv = steps.softmax(s)
-            if kept is not None:
-                kept.inv[at] = inv
             o = out[qat]
             np.matmul(np.swapaxes(s, -1, -2), vb, out=o)
             np.multiply(o, np.swapaxes(inv, -1, -2), out=o)
 
-    _run(blocks, work)
-    return out, lse if kept is None else kept
+    _run(_blocks(batch, n_query, n_key, budget, min_queries), work)
+    return out, lse
 
 
 def attention_backward(q, k, v, out, lse, g, *, scale: float, causal: bool, key_keep,
                        budget: int = BLOCK_SCORES, min_queries: int = MIN_QUERIES, steps: Steps = NUMPY_STEPS):
     """``Backend.attention_backward`` for :func:`takes` arrays: ``(dq, dk, dv)``, each laid out as its
-    operand (batch dims broadcast from 1 come back full size, for the caller to sum); ``lse`` may be
-    :func:`attention`'s :class:`Kept`, whose exponentials are read instead of recomputed."""
+    operand (batch dims broadcast from 1 come back full size, for the caller to sum)."""
     n_query, n_key = q.shape[-2], k.shape[-2]
     batch = tuple(q.shape[:-2])
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
     scale = q.dtype.type(scale)
-    kept = lse if isinstance(lse, Kept) else None
-    if kept is not None:  # blocks of whole sequences, as the forward's were, whatever the budget
-        budget = max(budget, n_query * n_key)
-    else:
-        # a query with no key to attend (lse -inf) has no probabilities: exp(s - inf) = 0
-        lse = np.where(np.isfinite(lse), lse, np.inf).astype(q.dtype, copy=False)
+    # a query with no key to attend (lse -inf) has no probabilities: exp(s - inf) = 0
+    lse = np.where(np.isfinite(lse), lse, np.inf).astype(q.dtype, copy=False)
 
     def work(block) -> None:
         at, pieces = block
@@ -210,15 +176,9 @@ def attention_backward(q, k, v, out, lse, g, *, scale: float, causal: bool, key_
             gb = g[qat]
             delta = np.expand_dims(np.vecdot(gb, out[qat]), -2)  # rowsum(dP * P) = rowsum(g * out)
             ds = np.matmul(vb, np.swapaxes(gb, -1, -2))  # dP^T
-            if kept is None:
-                p = _scores(kb, qs, queries, causal, keep)
-                steps.grad(p, np.expand_dims(lse[qat], -2), ds, delta)  # P^T and dS^T, key-major
-                _accumulate(dv[at], p, gb, n)
-            else:
-                e, inv = kept.exps[at], kept.inv[at]
-                steps.grad_kept(e, inv, ds, delta)
-                # P^T g = e (inv g): the inverse sums scale the queries' rows of the small operand
-                np.matmul(e, gb * np.swapaxes(inv, -1, -2), out=dv[at])
+            p = _scores(kb, qs, queries, causal, keep)
+            steps.grad(p, np.expand_dims(lse[qat], -2), ds, delta)  # P^T and dS^T, key-major
+            _accumulate(dv[at], p, gb, n)
             np.matmul(np.swapaxes(ds, -1, -2), kb, out=dq[qat])
             np.multiply(dq[qat], scale, out=dq[qat])
             _accumulate(dk[at], ds, qs, n)

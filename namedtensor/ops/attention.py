@@ -28,7 +28,7 @@ blocks, backends/numpy_attention.py), calls without dropout, weights or float ma
 only pads keys (it does not vary along the queries), run ``B.attention`` instead
 (:class:`_FusedAttention`) on the operands' working layouts broadcast to one batch; it keeps only the
 output and the log-sum-exp of the scores for the backward.  nt.compile's CPU graphs with Numba hand
-it their kernels (the ``rows`` param), which run the same blocks and keep the exponentials.
+it their kernels (the ``rows`` param), which run the same blocks, each block's steps one kernel call.
 """
 
 from __future__ import annotations
@@ -405,8 +405,7 @@ def _fused_inputs(B, q, k, v, mask, prm):
 
 class _FusedAttention(Op):
     """Attention by the backend's fused kernel (``B.attention``) on the operands' working layouts,
-    broadcast to one batch; stashes its output (working layout) and the log-sum-exp of the scores (with
-    nt.compile's Numba hooks, what their backward reads: numpy_attention.Kept).  The
+    broadcast to one batch; stashes its output (working layout) and the log-sum-exp of the scores.  The
     backward is the kernel's (``B.attention_backward``) when no graph is recorded, else tensor ops
     (differentiable again)."""
 
