@@ -26,8 +26,8 @@ medians of per-round ratios):
   ``jax.grad``, the AdamW update) under one ``jax.jit``; against the matmul floor, the step's 10.47 GFLOP
   of matrix products at the float32 matmul rate measured here on the same threads.  Peak memory as
   train_step.py measures it (the heap trimmed after the warm-up step), each column in a process of its
-  own that made that column's step alone; then eager and compiled each alone in a process, as a training script runs them, compiled also
-  with ``nt.retain_freed_memory(False)``.
+  own that made that column's step alone; then eager and compiled each alone in a process, as a training
+  script runs them, compiled also with ``nt.retain_freed_memory(False)``.
 * ``compile``: the compiled block's first call minus a later one (tracing, passes, kernel generation and
   Numba's compilation), in a new process with an empty kernel cache and in a second process that finds
   the cache (``NAMEDTENSOR_CACHE_DIR``), with the part of it that is Numba's own start there (importing

@@ -2731,7 +2731,8 @@ def test_math_calls_of_cpu_kernels_keep_the_sign_of_zero_as_numpy(dtype):
     fns = {"tanh": lambda x: x.tanh(), "expm1": lambda x: x.expm1(), "log1p": lambda x: x.log1p(),
            "sin": lambda x: x.sin(), "erf": lambda x: x.erf(), "silu": lambda x: F.silu(x), "gelu": lambda x: F.gelu(x)}
     for name, fn in fns.items():
-        _, got = compiled_quietly(lambda x: fn(x * 1.0), x)
+        cf, got = compiled_quietly(lambda x: fn(x * 1.0), x)
+        assert [n.op.name.startswith("fused[") for n in program(cf).graph.nodes] == [True], name  # a kernel's value
         want = fn(x * 1.0)
         np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(want.numpy()), err_msg=name)
         np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=name)
@@ -2743,6 +2744,7 @@ def test_float32_tanh_of_cpu_kernels_is_1_where_it_rounds_to_1_and_its_gradient_
     x = x.requires_grad_()
     fn = lambda x: (x * 1.0).tanh()
     cf, got = compiled_quietly(fn, x)
+    assert [n.op.name for n in program(cf).graph.nodes] == ["fused[mul+tanh]"]
     want = fn(x)
     np.testing.assert_array_equal(got.detach().numpy()[1:-1], want.detach().numpy()[1:-1])
     assert got.detach().numpy()[0] == 1.0  # tanh(9.1) rounds to 1 (NumPy's is an ulp below)

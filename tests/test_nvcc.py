@@ -218,7 +218,7 @@ def _fused_chains():
         x = nt.tensor(np.ones((2, 3), dtype), names=("a", "b"))
         chains += cuda_chains(every_formula, x, x)
         chains += cuda_chains(lambda x, y: ((x - y).relu() * x).mean("b"), x, x)  # a chain ending in a mean
-        for how in ("softmax", "log_softmax"):  # and in a softmax (along the last dim, and below the first), the mask broadcast
+        for how in ("softmax", "log_softmax"):  # and in a softmax (along the last dim, and by columns along the first), the mask broadcast
             chains += cuda_chains(lambda x, y: getattr(x * 0.5 + y, how)("b"), x, x[0])
     return chains
 

@@ -312,9 +312,9 @@ def softmax_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
     dtype = outputs[0].dtype
     axis = formulas.split_reduction(chain)[2][0] % len(full)
     dtypes, shapes = [v.dtype for v in inputs], [tuple(v.shape) for v in inputs]
-    blocks = 1
-    for d, n in enumerate(full):
-        blocks *= n if d < axis else 1
+    blocks, empty = 1, 0 in full
+    for n in full[:axis]:
+        blocks *= n
     if axis == len(full) - 1:
         name, source, threads = softmax_source(chain, dtypes, shapes, full)
         block = (threads,)
@@ -326,7 +326,7 @@ def softmax_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
     def kernel(B, arrays):
         xp = B.xp
         out = xp.empty(full, dtype=dtype)
-        if 0 in full:
+        if empty:
             return (out,)
         device = xp.cuda.runtime.getDevice()
         fn = built.get(device)

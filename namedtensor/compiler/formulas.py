@@ -262,8 +262,7 @@ COMPOSITE = frozenset({"_Gelu", "_GeluTanh", "_Erf", "_Sigmoid", "_Silu", "_Soft
 #: the formulas that call backends/numba_math.py's functions (a power but by the numbers of POW_EXPONENTS):
 #: Numba inlines each call into the kernel, which makes up most of its compile time
 CALLS_MATH = frozenset({"_Exp", "_Expm1", "_Exp2", "_Tanh", "_Sigmoid", "_Silu", "_Log", "_Log1P", "_Log2", "_Softplus",
-                        "_Logaddexp", "_Sin",
-                        "_Cos", "_Erf", "_Gelu", "_GeluTanh"})
+                        "_Logaddexp", "_Sin", "_Cos", "_Erf", "_Gelu", "_GeluTanh"})
 
 
 def calls_math(name: str, args: Sequence[Any]) -> bool:

@@ -403,10 +403,11 @@ def _reduce_source(ins: List[str], ones: Sequence[Ones], lines: List[formulas.St
     body.append("        acc = 0.0")
     loops, pad = _loops([f"j{d}" for d in axes[:-1]], [f"shape[{d}]" for d in axes[:-1]], 8)
     body += loops
-    loop = _per_element(pad, ins, ones, lines, f"shape[{ndim - 1}]")
     last = f"shape[{ndim - 1}]"
-    staged, buffers = _staged(pad + "    ", ins, ones, lines, [result])
-    if _checked_lines(loop):  # the row's total apart, which a second pass makes again
+    loop = _per_element(pad, ins, ones, lines, last)
+    checked = _checked_lines(loop)
+    staged, buffers = ([], []) if checked else _staged(pad + "    ", ins, ones, lines, [result])
+    if checked:  # the row's total apart, which a second pass makes again
         body += _slices(pad, ins, ones, index, ":")
         body += [f"{pad}row = 0.0", *_exact_pass(loop + [f"{pad}    row += {result}"], pad, ["row = 0.0"]),
                  f"{pad}acc += row"]
@@ -481,7 +482,7 @@ def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
 
         return kernel
     if math.prod(kept) == 1 and len(axes) > 1:
-        return _reduce_in_rows(ins, ones, lines, result, full, axes, kind, out_dtype, shape, work)
+        return _reduce_in_rows(ins, ones, lines, result, full, axes, kind, size, out_dtype, shape, work)
     module = _load(_reduce_source(ins, ones, lines, result, outputs[0].dtype, len(full), axes, kind == "mean"))
     count = math.prod(kept)
     big = work >= _PARALLEL_FROM and count > 1
@@ -495,14 +496,13 @@ def _reducing_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Va
     return kernel
 
 
-def _reduce_in_rows(ins, ones, lines, result, full, axes, kind: str, out_dtype, shape, work: int) -> Callable:
+def _reduce_in_rows(ins, ones, lines, result, full, axes, kind: str, size: int, out_dtype, shape, work: int) -> Callable:
     """The kernel of a chain reduced to one number (a loss) over two dims or more: each task reduces one
     index of the first reduced dim into a float64 partial, so that the tasks are shared among threads
     (one task would run on one), and the partials are added up after."""
     rows = full[axes[0]]
     module = _load(_reduce_source(ins, ones, lines, result, "float64", len(full), axes[1:], False))
     big = work >= _PARALLEL_FROM and rows > 1
-    size = math.prod(full[a] for a in axes)
 
     def kernel(B, arrays):
         partial = B.empty((rows,), dtype=B.native(_dtypes.float64))
