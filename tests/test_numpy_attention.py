@@ -149,6 +149,23 @@ def test_blocks_cover_the_batch_and_the_queries_once():
     assert [q.stop - q.start for q in numpy_attention._blocks((), 10, 1000, 250, 3)[0][1]] == [3, 3, 3, 1]
 
 
+@pytest.mark.parametrize("which", STEPS)
+@pytest.mark.parametrize("shape", [(5, 3), (4, 5, 3), (2, 4, 5, 3), (2, 3, 2, 5, 3)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_transposed_step_swaps_and_scales_views_of_any_layout(which, shape, dtype):
+    rng = np.random.default_rng(len(shape))
+    whole = rng.standard_normal((*shape[:-2], shape[-2] + 2, 7)).astype(dtype)
+    view = whole[..., 1:-1, 2:5]
+    for a in (view, np.asfortranarray(view)):  # rows strided; axes' strides reversed
+        for scale in (1, 0.3):
+            got = _steps(which).transposed(a, scale)
+            want = np.swapaxes(a, -1, -2) * dtype(scale)
+            assert got.dtype == dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+            if which == "numba":  # contiguous, so that BLAS reads it untransposed
+                assert got.flags.c_contiguous
+
+
 def test_other_dtypes_take_the_default():
     q = np.ones((2, 3, 4), np.float16)
     assert not numpy_attention.takes(q, q, q)
