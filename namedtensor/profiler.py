@@ -15,6 +15,13 @@ Then ``print(prof)`` is PyTorch's key-averages table with names, ``prof.export_c
 writes a trace for chrome://tracing or Perfetto, and ``prof.roofline()`` compares each op's time with
 the least time this machine's memory bandwidth and matmul rate allow.
 
+Python's garbage collector stops the thread that triggers it, inside whatever op is running: a full
+collection in a process holding a few hundred thousand objects takes over 100 ms (the benchmark block's
+process with PyTorch and Numba loaded: 131 ms, in one of twenty steps), and the profile's own records
+are among the allocations that trigger it.  So a collection on the recording thread is a row of its own
+(``"python gc, generation 2"``, in ``prof.collections``: PyTorch's profiler has no such row), and its
+time is taken out of the ops, backward nodes and work rows it fell in, whose times stay their own work.
+
 How it hooks in: a profile is a tracer, in the thread's tracer slot (``autograd/mode.py``) that shape
 traces and conversion mode use too, chained to the tracer it finds there and putting it back on exit,
 so blocks nest and mix with ``nt.gradual`` and ``nt.trace_shapes``.  ``apply`` reads the slot once per
@@ -29,6 +36,7 @@ kernels (the first op in the block also waits for work queued before it).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
@@ -151,10 +159,12 @@ class _Recorder:
     """The tracer of one profile block: records each op, then calls the tracer it replaced; runs each
     backward node for the engine, recording the node's own work."""
 
-    __slots__ = ("events", "sync", "inner")
+    __slots__ = ("events", "collections", "sync", "inner")
 
-    def __init__(self, events: List[ProfileEvent], sync: bool, inner: Optional[Callable]) -> None:
+    def __init__(self, events: List[ProfileEvent], collections: List[ProfileEvent], sync: bool,
+                 inner: Optional[Callable]) -> None:
         self.events = events
+        self.collections = collections
         self.sync = sync
         self.inner = inner
 
@@ -165,6 +175,7 @@ class _Recorder:
             if B.device.startswith("cuda"):  # the op only queued its kernels: its time ends when they do
                 B.synchronize()
                 end = _clock()
+        end -= self.collected_since(start)
         tensors = [x for x in inputs if isinstance(x, Tensor)]
         ins = tuple(operand_of(x) for x in tensors)
         outs = tuple(operand_of(o) for o in outputs)
@@ -186,7 +197,7 @@ class _Recorder:
         if self.sync and out and backend_of(out[0]).device.startswith("cuda"):
             backend_of(out[0]).synchronize()
         end = _clock()
-        inner = sum(e.duration_ns for e in self.events[first:])
+        inner = sum(e.duration_ns for e in self.events[first:]) + self.collected_since(start)
         ins = tuple(operand_of(g) for g in grads if isinstance(g, Tensor))
         outs = tuple(operand_of(g) for g in out)
         moved = sum(raw(g).nbytes for g in grads if isinstance(g, Tensor)) + sum(raw(g).nbytes for g in out)
@@ -202,7 +213,7 @@ class _Recorder:
         if self.sync and B is not None and B.device.startswith("cuda"):
             B.synchronize()
         end = _clock()
-        inner = 0
+        inner = self.collected_since(start)
         for e in reversed(self.events):  # in the order they ended: those inside ended last
             if e.start_ns < start:
                 break
@@ -215,11 +226,68 @@ class _Recorder:
         if isinstance(self.inner, _Recorder):
             self.inner.add(event)
 
+    def add_collection(self, event: ProfileEvent) -> None:
+        """Record a garbage collection here and in the profiles this one nests in."""
+        self.collections.append(event)
+        if isinstance(self.inner, _Recorder):
+            self.inner.add_collection(event)
+
+    def collected_since(self, start: int) -> int:
+        """The nanoseconds of the garbage collections since ``start`` (``perf_counter_ns``): the work of
+        none of the rows they fell in."""
+        paused = 0
+        for c in reversed(self.collections):
+            if c.start_ns < start:
+                break
+            paused += c.duration_ns
+        return paused
+
+
+#: ``recorders``: the recorders of the profiles this thread is in, innermost last; ``gc_start``: when the
+#: collection now running on this thread began
+_recording = threading.local()
+#: how many profiles record, on all threads: the collector's hook is installed while there are any
+_profiles = {"recording": 0}
+_profiles_lock = threading.Lock()
+
+
+def _collection(phase: str, info: dict) -> None:
+    """``gc.callbacks``' hook while profiles record: a collection on a thread that records is a row of the
+    innermost profile there (and so of those it nests in)."""
+    recorders = getattr(_recording, "recorders", None)
+    if not recorders:
+        return
+    if phase == "start":
+        _recording.gc_start = _clock()
+        return
+    start = _recording.gc_start
+    row = f"python gc, generation {info['generation']}"
+    recorders[-1].add_collection(ProfileEvent(row, (), (), start, _clock() - start, 0, None))
+
+
+def _start_recording(recorder: _Recorder) -> None:
+    if not hasattr(_recording, "recorders"):
+        _recording.recorders = []
+    _recording.recorders.append(recorder)
+    with _profiles_lock:
+        _profiles["recording"] += 1
+        if _profiles["recording"] == 1:
+            gc.callbacks.append(_collection)
+
+
+def _stop_recording() -> None:
+    _recording.recorders.pop()
+    with _profiles_lock:
+        _profiles["recording"] -= 1
+        if _profiles["recording"] == 0:
+            gc.callbacks.remove(_collection)
+
 
 class Profile:
     """What ``with nt.profile() as prof:`` recorded: ``events`` (one :class:`ProfileEvent` per op, in the
-    order they ended), ``key_averages()``, ``table()`` (also ``print(prof)``, and HTML in Jupyter),
-    ``export_chrome_trace(path)`` and ``roofline()``.
+    order they ended), ``collections`` (one per garbage collection on the recording thread, its time
+    taken out of the events it fell in), ``key_averages()``, ``table()`` (also ``print(prof)``, and HTML
+    in Jupyter), ``export_chrome_trace(path)`` and ``roofline()``.
 
     Made by :func:`profile`; a block records the ops of the thread that enters it, and blocks nest (an
     inner block's ops are in the outer one's events too).
@@ -228,6 +296,7 @@ class Profile:
     def __init__(self, sync: bool = True) -> None:
         self.sync = sync
         self.events: List[ProfileEvent] = []
+        self.collections: List[ProfileEvent] = []
         #: perf_counter_ns when the first block began: time 0 of the Chrome trace
         self.origin_ns: Optional[int] = None
         self._thread = 0  # the native id of the thread that recorded, the Chrome trace's "tid"
@@ -241,24 +310,27 @@ class Profile:
             self.origin_ns = _clock()
         self._thread = threading.get_native_id()
         self._previous = swap_tracer(None)
-        self._recorder = _Recorder(self.events, self.sync, self._previous)
+        self._recorder = _Recorder(self.events, self.collections, self.sync, self._previous)
         swap_tracer(self._recorder)
+        _start_recording(self._recorder)
         return self
 
     def __exit__(self, *exc) -> None:
+        _stop_recording()
         swap_tracer(self._previous)
         self._recorder = self._previous = None
 
     @property
     def total_ns(self) -> int:
-        """The time of every recorded op together, in nanoseconds."""
-        return sum(e.duration_ns for e in self.events)
+        """The time of every recorded op and garbage collection together, in nanoseconds."""
+        return sum(e.duration_ns for e in self.events) + sum(c.duration_ns for c in self.collections)
 
     def key_averages(self, group_by_input_shape: bool = False) -> List[OpStats]:
         """One :class:`OpStats` per op name (per op name and input names and shapes with
-        ``group_by_input_shape=True``, as PyTorch's ``key_averages``), the largest total time first."""
+        ``group_by_input_shape=True``, as PyTorch's ``key_averages``), and one per generation of the
+        garbage collections, the largest total time first."""
         groups: Dict[Any, List[ProfileEvent]] = {}
-        for e in self.events:
+        for e in self.events + self.collections:
             key = (e.name, tuple((o.names, o.shape) for o in e.inputs)) if group_by_input_shape else e.name
             groups.setdefault(key, []).append(e)
         stats = [OpStats(es[0].name, es[0].inputs if group_by_input_shape else (), len(es),
@@ -283,7 +355,9 @@ class Profile:
             cells.append(row)
         if group_by_input_shape:
             header += (_OPERANDS,)
-        return header, cells, f"{len(self.events)} ops, total time {_fmt_time(total)}"
+        count = len(self.collections)
+        collected = f", {count} garbage collection{'s' if count > 1 else ''}" if count else ""
+        return header, cells, f"{len(self.events)} ops{collected}, total time {_fmt_time(total)}"
 
     def table(self, sort_by: str = "time", row_limit: Optional[int] = None,
               group_by_input_shape: bool = False) -> str:
@@ -304,16 +378,19 @@ class Profile:
         """Write the events as a Chrome trace (JSON ``traceEvents``, complete events ``"ph": "X"`` with ``ts``
         and ``dur`` in microseconds from the start of the profile) for chrome://tracing or Perfetto; each
         event's ``args`` hold its operands' names, shapes and dtypes, its bytes and its FLOPs.  A backward
-        node spans the ops its backward ran, which show nested in it."""
+        node spans the ops its backward ran, which show nested in it; a garbage collection (category
+        ``"gc"``) shows inside the row it fell in."""
         origin = self.origin_ns or 0
         pid, tid = os.getpid(), self._thread
-        trace = [{"name": e.name, "cat": "op" if e.span_ns is None else "backward", "ph": "X",
+        collections = set(map(id, self.collections))
+        trace = [{"name": e.name, "cat": "gc" if id(e) in collections else "op" if e.span_ns is None else "backward",
+                  "ph": "X",
                   "ts": (e.start_ns - origin) / 1e3, "dur": (e.duration_ns if e.span_ns is None else e.span_ns) / 1e3,
                   "pid": pid, "tid": tid,
                   "args": {"inputs": [_operand_json(o) for o in e.inputs],
                            "outputs": [_operand_json(o) for o in e.outputs],
                            "bytes": e.bytes, "flops": e.flops}}
-                 for e in sorted(self.events, key=lambda e: e.start_ns)]
+                 for e in sorted(self.events + self.collections, key=lambda e: e.start_ns)]
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"traceEvents": trace, "displayTimeUnit": "ms"}, f)
 
@@ -325,7 +402,7 @@ class Profile:
         threads = get_num_threads()
         bandwidth, rate = _machine(threads)
         bounds: Dict[str, float] = {}
-        for e in self.events:  # per call: one op's calls may differ in size, and so in what bounds them
+        for e in self.events + self.collections:  # per call: one op's calls may differ in size, and so in what bounds them
             bounds[e.name] = bounds.get(e.name, 0.0) + max(e.bytes / bandwidth, (e.flops or 0) / rate) * 1e9
         rows = [RooflineRow(s.name, s.calls, s.total_ns, bounds[s.name],
                             s.total_ns / bounds[s.name] if bounds[s.name] else None, s.bytes, s.flops)

@@ -1,10 +1,12 @@
 """nt.profile: every op of the calling thread in the block, its operands, time, bytes and FLOPs; the
 key-averages table, the Chrome trace and the roofline.  Structure only: no speed is asserted."""
 
+import gc
 import json
 import re
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +14,38 @@ import pytest
 
 import namedtensor as nt
 from namedtensor import backends
+from namedtensor._internal import backend_of
 from namedtensor.autograd import mode
 from namedtensor.backends.numpy_backend import NumpyBackend
 from namedtensor.profiler import OpStats, ProfileEvent, Roofline
 
 BATCH, FEAT, CLS = 4, 8, 5
+#: seconds that a garbage collection lasts at least, under the ``slow_collections`` fixture
+PAUSE = 0.2
+
+
+@pytest.fixture(autouse=True)
+def collections_only_where_asked():
+    """Automatic garbage collections are off in this module: they would be rows of their own wherever they
+    fell (tested below, with ``gc.collect()`` where the tests want one)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    yield
+    if enabled:
+        gc.enable()
+
+
+@pytest.fixture
+def slow_collections():
+    """Each garbage collection takes at least PAUSE seconds: a callback ahead of the profile's sleeps at its
+    end, so that the time a row would have taken with it is clear of any op's own."""
+    def sleep(phase, info):
+        if phase == "stop":
+            time.sleep(PAUSE)
+
+    gc.callbacks.insert(0, sleep)
+    yield
+    gc.callbacks.remove(sleep)
 
 
 def step():
@@ -487,3 +516,92 @@ def test_a_work_row_waits_for_the_device_on_cuda(fake_cuda):
     with nt.profile(sync=False):
         opt.step()
     assert fake_cuda.synced == 1
+
+
+def test_a_garbage_collection_is_a_row_of_its_own_out_of_the_op_it_fell_in(monkeypatch, slow_collections, tmp_path):
+    x = nt.randn(3, names=("i",))
+    B = backend_of(x)
+    exp = B.exp
+
+    def collecting_exp(a):
+        gc.collect()
+        return exp(a)
+
+    monkeypatch.setattr(B, "exp", collecting_exp)
+    hooks = list(gc.callbacks)
+    with nt.profile() as prof:
+        x.exp()
+        x.sin()
+    assert gc.callbacks == hooks  # the profile's hook is gone with it
+    assert [e.name for e in prof.events] == ["exp", "sin"]
+    [collection] = prof.collections
+    assert collection.name == "python gc, generation 2" and collection.duration_ns >= PAUSE * 1e9
+    assert (collection.inputs, collection.outputs, collection.bytes, collection.flops) == ((), (), 0, None)
+    op = prof.events[0]
+    assert op.start_ns <= collection.start_ns
+    assert op.duration_ns < collection.duration_ns  # the op's own work: with the collection it would be longer
+    stats = {s.name: s for s in prof.key_averages()}
+    assert stats["python gc, generation 2"].calls == 1 and stats["exp"].total_ns == op.duration_ns
+    assert prof.total_ns == sum(e.duration_ns for e in prof.events) + collection.duration_ns
+    lines = prof.table().splitlines()
+    assert lines[3].split()[:5] == ["python", "gc,", "generation", "2", "1"]  # the longest row
+    assert lines[-1].startswith("2 ops, 1 garbage collection, total time ")
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    trace = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    assert [(t["name"], t["cat"]) for t in trace] == [("exp", "op"), ("python gc, generation 2", "gc"), ("sin", "op")]
+    row = next(r for r in prof.roofline().rows if r.name == "python gc, generation 2")
+    assert row.bound_ns == 0 and row.ratio is None
+
+
+def test_a_garbage_collection_is_out_of_the_backward_node_and_the_work_row_it_fell_in(monkeypatch, slow_collections):
+    lin, x, target = step()
+    B = backend_of(x)
+    backward = B.gelu_backward
+
+    def collecting_backward(*args):
+        gc.collect()
+        return backward(*args)
+
+    monkeypatch.setattr(B, "gelu_backward", collecting_backward)
+    with nt.profile() as prof:
+        run_step(lin, x, target)
+        start = mode.work_started()
+        gc.collect(0)
+        mode.work_done("work", start, 0)
+    node, work = (next(e for e in prof.events if e.name == n) for n in ("gelu_backward", "work"))
+    in_node, in_work = prof.collections
+    assert (in_node.name, in_work.name) == ("python gc, generation 2", "python gc, generation 0")
+    assert node.start_ns <= in_node.start_ns <= in_node.start_ns + in_node.duration_ns <= node.start_ns + node.span_ns
+    assert node.duration_ns < in_node.duration_ns  # the node's own work
+    assert work.start_ns <= in_work.start_ns and work.duration_ns < in_work.duration_ns
+
+
+def test_garbage_collections_reach_the_profiles_a_profile_nests_in_and_no_other_threads():
+    x = nt.randn(3, names=("i",))
+    done = threading.Event()
+
+    def other():
+        with nt.profile() as theirs:
+            gc.collect(1)
+        done.theirs = theirs
+
+    with nt.profile() as outer:
+        with nt.profile() as inner:
+            gc.collect(1)
+            x.exp()
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(10)
+    assert [c.name for c in inner.collections] == ["python gc, generation 1"]
+    assert outer.collections == inner.collections  # not the other thread's
+    assert [c.name for c in done.theirs.collections] == ["python gc, generation 1"]
+    with nt.profile() as idle:
+        pass
+    gc.collect()  # after its block
+    assert idle.collections == [] and _collection_hooks() == 0
+
+
+def _collection_hooks() -> int:
+    from namedtensor import profiler
+
+    return gc.callbacks.count(profiler._collection)
