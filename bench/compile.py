@@ -24,7 +24,10 @@ medians of per-round ratios):
   PyTorch eager with ``AdamW(fused=True)`` (its fastest CPU update), and JAX
   with the whole step (loss,
   ``jax.grad``, the AdamW update) under one ``jax.jit``; against the matmul floor, the step's 10.47 GFLOP
-  of matrix products at the float32 matmul rate measured here on the same threads.  Peak memory as
+  of matrix products at the float32 matmul rate measured here on the same threads (the best of 30 calls
+  of one of its products), and beside them the step's products alone, as the compiled step makes them
+  but on arrays made beforehand (``products_alone``: what the step would take if nothing else took
+  any time, at the rates these products sustain).  Peak memory as
   train_step.py measures it (the heap trimmed after the warm-up step), each column in a process of its
   own that made that column's step alone; then eager and compiled each alone in a process, as a training
   script runs them, compiled also with ``nt.retain_freed_memory(False)``.
@@ -256,6 +259,47 @@ def matmul_rate() -> float:
     return 2 * 2048 * 256 * 1024 / best / 1e9
 
 
+def products_alone(a: argparse.Namespace):
+    """The step's matrix products alone, as the compiled step makes them, on arrays made beforehand: each
+    linear layer's forward product (the backend's ``matmul``, shared among the pool's threads) and its two
+    gradients side by side (``matmuls``), and attention's seven products per block of 8 heads (scores and
+    output; ``dP^T``, the scores again, and the three gradients), the blocks shared out as numpy_attention
+    shares them, each operand laid out as the compiled blocks have it.  The step's time if all else took
+    none: where it stands against the floor is the products' own rate."""
+    from namedtensor.backends import numpy_attention
+
+    B = nt.backends.cpu()
+    rng = np.random.default_rng(0)
+    rows, d, hd = a.batch * a.seq, a.model, a.model // a.heads
+
+    def randn(*shape):
+        return rng.standard_normal(shape, dtype=np.float32)
+
+    dense = [(randn(rows, n_in), randn(n_out, n_in), randn(rows, n_out))
+             for n_in, n_out in [(d, d)] * 4 + [(d, a.mlp), (a.mlp, d)]]  # q, k, v, out, fc1, fc2
+    q, k, v, g = (randn(a.batch, a.seq, a.heads, hd).transpose(0, 2, 1, 3) for _ in range(4))  # head-major views
+    copies = [(np.ascontiguousarray(np.swapaxes(q[b], -1, -2)), np.ascontiguousarray(q[b]),
+               np.ascontiguousarray(np.swapaxes(g[b], -1, -2))) for b in range(a.batch)]
+
+    def block(b: int) -> None:
+        qt, qs, gt = copies[b]
+        s = np.matmul(k[b], qt)
+        np.matmul(np.swapaxes(s, -1, -2), v[b])
+        ds = np.matmul(v[b], gt)
+        p = np.matmul(k[b], qt)
+        np.matmul(p, g[b])
+        np.matmul(np.swapaxes(ds, -1, -2), k[b])
+        np.matmul(ds, qs)
+
+    def run() -> None:
+        for x, w, gy in dense:
+            B.matmul(x, w.T)
+            B.matmuls([(gy, w), (gy.T, x)])
+        numpy_attention._run(list(range(a.batch)), block)
+
+    return run
+
+
 def jax_step_fn(a: argparse.Namespace):
     """The block's step in JAX: the same weights, data, loss and AdamW (PyTorch's defaults, as the other
     columns), the whole step one jitted function whose old parameters and moments are donated."""
@@ -338,7 +382,7 @@ def step_table() -> None:
     if any(abs(loss - first["eager"]) > 1e-4 * abs(first["eager"]) for loss in first.values()):
         raise SystemExit(f"the libraries disagree: first losses {first}")
     floor = matmul_gflop(a) / matmul_rate() * 1e3
-    times = interleaved(fns, ARGS.rounds)
+    times = interleaved({**fns, "products alone": products_alone(a)}, ARGS.rounds)
     memory = {n: _child_number(f"memory {n}") for n in fns}
     print(f"\nblock training step, {ARGS.threads} thread(s): matmul floor {floor:.1f} ms "
           f"({matmul_gflop(a):.2f} GFLOP at the measured float32 rate)")
@@ -348,6 +392,9 @@ def step_table() -> None:
         med = statistics.median(times[n])
         vs_torch = f"{ratio(times, n, 'torch'):.2f}x" if "torch" in times else "-"
         print(f"| {n} | {med:.1f} | {med / floor:.2f}x | {vs_torch} | {memory[n]:.1f} |")
+    products = statistics.median(times["products alone"])
+    print(f"| the step's matrix products alone | {products:.1f} | {products / floor:.2f}x | - | - |")
+    print(f"\ncompiled / its products alone: {ratio(times, 'compiled', 'products alone'):.2f}x")
     alone = {w: _child_number(f"alone {w}") for w in ("eager", "compiled", "compiled unretained")}
     print(f"\neach in a process of its own ({ARGS.rounds * 2} steps): eager {alone['eager']:.1f} ms, compiled "
           f"{alone['compiled']:.1f} ms ({alone['compiled'] / floor:.2f}x the floor), compiled with "

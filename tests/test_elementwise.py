@@ -606,3 +606,16 @@ def test_positive_is_the_tensor_itself_as_in_pytorch():
     assert (+t) is t and nt.positive(t) is t and t.positive() is t
     with pytest.raises(TypeError, match="positive: not defined for bool tensors"):
         +nt.tensor([True, False])
+
+
+@pytest.mark.parametrize("op", ["pow", "floor_divide", "remainder", "fmod"])
+@pytest.mark.parametrize("shape", [(2,), (0, 3)])
+def test_arithmetic_of_two_bools_is_refused_as_in_pytorch_where_numpy_makes_int8(op, shape):
+    fn = getattr(nt, op)
+    a = nt.ones(*shape, dtype="bool", names=("i",) + (None,) * (len(shape) - 1))
+    for x, y in ((a, a), (a, True), (True, a)):
+        with pytest.raises(TypeError, match=f"{op}: not defined for two bool operands .NumPy's result is int8"):
+            fn(x, y)
+    one = fn(a, nt.ones(*shape, dtype="int64"))  # one bool operand: NumPy's promotion, a number
+    assert one.dtype == nt.int64 and one.names == a.names
+    np.testing.assert_array_equal(one.numpy(), getattr(np, op if op != "pow" else "power")(a.numpy(), np.ones(shape, np.int64)))

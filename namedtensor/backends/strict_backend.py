@@ -30,6 +30,7 @@ class StrictBackend(Backend):
         self.multiply = self._scalar_safe(array_api_strict.multiply)
         self.divide = self._scalar_safe(self._true_divide)
         self.pow = self._scalar_safe(array_api_strict.pow)
+        self.fmod = self._scalar_safe(super().fmod)  # the base's abs and sign refuse a bool operand
         for fn in ("maximum", "minimum", "remainder", "floor_divide", "equal", "not_equal", "less",
                    "less_equal", "greater", "greater_equal"):
             setattr(self, fn, self._scalar_safe(getattr(array_api_strict, fn)))
