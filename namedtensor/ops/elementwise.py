@@ -221,7 +221,7 @@ ceil = unary("ceil", lambda B, x: B.ceil(x), _zero_grad)
 round = unary("round", lambda B, x: B.round(x), _zero_grad)
 reciprocal = unary("reciprocal", lambda B, x: B.divide(1, x), lambda x, y, g: -g * _conj(y * y), saves_output=True,
                    complex_grad=True)
-def _numbers(B, fn, a, b):
+def _unless_both_bool(B, fn, a, b):
     """``fn(a, b)``, refused for two bool operands (arrays or Python bools): NumPy makes bool // bool,
     bool % bool, fmod and bool ** bool int8, where PyTorch and the Array API (numeric dtypes only) raise."""
     if all(isinstance(x, bool) or (not isinstance(x, (int, float, complex)) and B.dtype_of(x) is _dtypes.bool_)
@@ -426,14 +426,14 @@ mul = binary("mul", lambda B, a, b: B.multiply(a, b), lambda a, b, y, g: (g * _c
              saves_inputs=True, reuses="multiply", complex_grad=True)
 div = binary("div", lambda B, a, b: B.divide(a, b), lambda a, b, y, g: (g / _conj(b), -g * _conj(y / b)),
              saves_inputs=True, saves_output=True, reuses="divide", complex_grad=True)
-pow = binary("pow", lambda B, a, b: _numbers(B, B.pow, a, b), _pow_grads,
+pow = binary("pow", lambda B, a, b: _unless_both_bool(B, B.pow, a, b), _pow_grads,
              saves_inputs=True, saves_output=True)
 maximum = binary("maximum", lambda B, a, b: B.maximum(a, b), lambda a, b, y, g: _extremum_grads(a, b, g, a > b),
                  saves_inputs=True, reuses="maximum")
 minimum = binary("minimum", lambda B, a, b: B.minimum(a, b), lambda a, b, y, g: _extremum_grads(a, b, g, a < b),
                  saves_inputs=True, reuses="minimum")
-remainder = binary("remainder", lambda B, a, b: _numbers(B, B.remainder, a, b), _remainder_grads, saves_inputs=True)
-floor_divide = binary("floor_divide", lambda B, a, b: _numbers(B, B.floor_divide, a, b),
+remainder = binary("remainder", lambda B, a, b: _unless_both_bool(B, B.remainder, a, b), _remainder_grads, saves_inputs=True)
+floor_divide = binary("floor_divide", lambda B, a, b: _unless_both_bool(B, B.floor_divide, a, b),
                       lambda a, b, y, g: (g.zeros_like(), None))
 subtract = sub
 multiply = mul
@@ -462,7 +462,7 @@ logaddexp = binary("logaddexp", lambda B, a, b: B.logaddexp(a, b),
                    lambda a, b, y, g: (g * (a - y).exp(), g * (b - y).exp()), saves_inputs=True, saves_output=True)
 copysign = binary("copysign", lambda B, a, b: B.copysign(a, b), _copysign_grads, saves_inputs=True,
                   saves_output=True)
-fmod = binary("fmod", lambda B, a, b: _numbers(B, B.fmod, a, b), _fmod_grads, saves_inputs=True)
+fmod = binary("fmod", lambda B, a, b: _unless_both_bool(B, B.fmod, a, b), _fmod_grads, saves_inputs=True)
 
 # comparisons and logical ops: boolean results, no gradient
 eq = binary("eq", lambda B, a, b: B.equal(a, b))
