@@ -531,6 +531,18 @@ def test_an_external_that_changes_shape_is_traced_again():
     assert len(cf._cache) == 2
 
 
+def test_an_external_whose_data_changes_dtype_is_traced_again():
+    w = rnd(4, names=("feat",))
+    cf = nt.compile(lambda x: (x * w).exp())
+    x = rnd(2, 4, names=("batch", "feat"))
+    assert cf(x).dtype == nt.float32
+    w.data = w.to(nt.float64)  # the same tensor object: only the guard on its dtype sees the change
+    got = cf(x)
+    assert got.dtype == nt.float64
+    assert_close(got, (x * w).exp(), rtol=1e-12, atol=0)
+    assert len(cf._cache) == 1  # the same signature, traced again
+
+
 def test_python_arguments_are_specialised_and_unhashable_ones_run_eagerly():
     cf = nt.compile(lambda x, k: x * k)
     x = rnd(3, names=("a",))
