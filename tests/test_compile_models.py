@@ -1,0 +1,151 @@
+"""Whole models under nt.compile against eager: a small GPT (token and position embeddings, causal
+self-attention from one projection cut into queries, keys and values, a GELU MLP, the head tied to the
+token embedding, next-token cross-entropy), written with named dims and as PyTorch code on unnamed
+tensors, and nn.TransformerBlock; each trained a few steps with AdamW, its module compiled or its whole
+training step compiled, against the same model trained eagerly: the same losses and parameters, and no
+part of the step left to run eagerly.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import namedtensor as nt
+from namedtensor import nn
+from namedtensor.nn import functional as F
+
+VOCAB, BLOCK, WIDTH, HEADS, LAYERS, BATCH, STEPS = 20, 12, 16, 2, 2, 3, 4
+
+
+class Attention(nn.Module):
+    def __init__(self, named: bool):
+        super().__init__()
+        self.named = named
+        self.c_attn = nn.Linear("embed", "qkv", WIDTH, 3 * WIDTH) if named else nn.Linear(WIDTH, 3 * WIDTH)
+        self.c_proj = nn.Linear("embed", "embed", WIDTH, WIDTH) if named else nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x):
+        if self.named:
+            qkv = nt.rearrange(self.c_attn(x), "batch seq qkv=(three head d) -> three batch head seq d",
+                               three=3, head=HEADS)
+            q, k, v = qkv.unbind("three")
+            y = F.scaled_dot_product_attention(q, k.rename(seq="key"), v.rename(seq="key"), dim="d",
+                                               key_dim="key", is_causal=True)
+            return self.c_proj(nt.rearrange(y, "batch head seq d -> batch seq embed=(head d)"))
+        b, t, c = x.size()
+        q, k, v = (z.view(b, t, HEADS, c // HEADS).transpose(1, 2) for z in self.c_attn(x).split(c, dim=2))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+
+class Block(nn.Module):
+    def __init__(self, named: bool):
+        super().__init__()
+        norm = (lambda: nn.LayerNorm("embed", WIDTH)) if named else (lambda: nn.LayerNorm(WIDTH))
+        self.ln_1, self.attn, self.ln_2 = norm(), Attention(named), norm()
+        self.c_fc = nn.Linear("embed", "mlp", WIDTH, 4 * WIDTH) if named else nn.Linear(WIDTH, 4 * WIDTH)
+        self.c_proj = nn.Linear("mlp", "embed", 4 * WIDTH, WIDTH) if named else nn.Linear(4 * WIDTH, WIDTH)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, named: bool):
+        super().__init__()
+        self.named = named
+        if named:
+            self.wte = nn.Embedding(VOCAB, WIDTH, "embed")
+            self.wpe = nn.Embedding(BLOCK, WIDTH, "embed", vocab_dim="pos")
+            self.lm_head = nn.Linear("embed", "vocab", WIDTH, VOCAB, bias=False)
+            self.ln_f = nn.LayerNorm("embed", WIDTH)
+        else:
+            self.wte, self.wpe = nn.Embedding(VOCAB, WIDTH), nn.Embedding(BLOCK, WIDTH)
+            self.lm_head = nn.Linear(WIDTH, VOCAB, bias=False)
+            self.ln_f = nn.LayerNorm(WIDTH)
+        self.h = nn.ModuleList([Block(named) for _ in range(LAYERS)])
+        self.wte.weight = self.lm_head.weight
+
+    def forward(self, idx, targets, pos):
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        if self.named:
+            return F.cross_entropy(logits, targets, dim="vocab")
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def gpt(named: bool):
+    """The model with seeded weights (the same for every call) and its step's inputs."""
+    nt.manual_seed(0)
+    model = GPT(named)
+    tokens = np.random.default_rng(1).integers(0, VOCAB, (BATCH, BLOCK + 1))
+    names = ("batch", "seq") if named else None
+    x, y = (nt.tensor(np.ascontiguousarray(t), names=names) for t in (tokens[:, :-1], tokens[:, 1:]))
+    pos = nt.arange(BLOCK, names=("seq",) if named else None)
+    return model, (x, y, pos)
+
+
+def block():
+    nt.manual_seed(0)
+    model = nn.TransformerBlock("embed", WIDTH, HEADS, 4 * WIDTH)
+    x = nt.randn(BATCH, BLOCK, WIDTH, names=("batch", "seq", "embed"))
+    target = nt.randn(BATCH, BLOCK, WIDTH, names=("batch", "seq", "embed"))
+
+    class Loss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = model
+
+        def forward(self, x, target):
+            return F.mse_loss(self.block(x, is_causal=True), target)
+
+    return Loss(), (x, target)
+
+
+def train(make, how: str):
+    """Losses and final parameters of STEPS AdamW steps: ``how`` is "eager", "module" (the model compiled)
+    or "step" (the whole training step compiled)."""
+    model, inputs = make()
+    # eps well above rounding: the keys' bias has a gradient of exactly 0 (it adds the same to every key's
+    # score of a query), which rounding makes about 1e-9, and Adam's m / sqrt(v) would turn that noise into
+    # steps of the full learning rate, of either sign, in eager and compiled runs alike
+    opt = nt.optim.AdamW(model.parameters(), lr=1e-2, eps=1e-4)
+    forward = nt.compile(model) if how == "module" else model
+
+    def step(*inputs):
+        loss = forward(*inputs)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    run = nt.compile(step) if how == "step" else step
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no part of the step falls back to eager code
+        warnings.filterwarnings("ignore", "nt.compile: fused CPU kernels need Numba")  # the graph runs on NumPy
+        losses = [run(*inputs).item() for _ in range(STEPS)]
+    compiled = {"module": forward, "step": run}.get(how)
+    if compiled is not None:
+        assert len(compiled._cache) == 1 and None not in compiled._cache.values()
+    return losses, {k: p.detach().numpy() for k, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("how", ["module", "step"])
+@pytest.mark.parametrize("make", [lambda: gpt(True), lambda: gpt(False), block], ids=["gpt", "gpt_unnamed", "block"])
+def test_a_model_trains_compiled_as_it_trains_eagerly(make, how):
+    want_losses, want_params = train(make, "eager")
+    got_losses, got_params = train(make, how)
+    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-6)
+    assert want_losses[-1] < want_losses[0]  # it learns: the steps are not all the same
+    assert got_params.keys() == want_params.keys()
+    for k, want in want_params.items():
+        np.testing.assert_allclose(got_params[k], want, rtol=1e-5, atol=3e-6, err_msg=k)
+
+
+def test_the_named_and_unnamed_gpts_compute_the_same():
+    named, unnamed = train(lambda: gpt(True), "step"), train(lambda: gpt(False), "step")
+    np.testing.assert_allclose(named[0], unnamed[0], rtol=1e-5)
