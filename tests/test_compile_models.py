@@ -1,9 +1,10 @@
 """Whole models under nt.compile against eager: a small GPT (token and position embeddings, causal
 self-attention from one projection cut into queries, keys and values, a GELU MLP, the head tied to the
 token embedding, next-token cross-entropy), written with named dims and as PyTorch code on unnamed
-tensors, and nn.TransformerBlock; each trained a few steps with AdamW, its module compiled or its whole
-training step compiled, against the same model trained eagerly: the same losses and parameters, and no
-part of the step left to run eagerly.
+tensors, nn.TransformerBlock, and a small convolutional net (convolutions, batch norm in training mode,
+pooling); each trained a few steps with AdamW, its module compiled or its whole training step compiled,
+against the same model trained eagerly: the same losses, parameters and buffers (batch norm's running
+statistics), and no part of the step left to run eagerly.
 """
 
 import warnings
@@ -106,9 +107,28 @@ def block():
     return Loss(), (x, target)
 
 
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 4, 3, stride=2)
+        self.fc = nn.Linear(4 * 3 * 3, 5)
+
+    def forward(self, x, y):
+        h = F.max_pool2d(F.relu(self.bn(self.c1(x))), 2)
+        return F.cross_entropy(self.fc(F.silu(self.c2(h)).flatten(1)), y)
+
+
+def conv_net():
+    nt.manual_seed(0)
+    model = ConvNet()
+    return model, (nt.randn(6, 3, 14, 14), nt.tensor(np.array([0, 1, 2, 3, 4, 0])))
+
+
 def train(make, how: str):
-    """Losses and final parameters of STEPS AdamW steps: ``how`` is "eager", "module" (the model compiled)
-    or "step" (the whole training step compiled)."""
+    """Losses and final parameters and buffers of STEPS AdamW steps: ``how`` is "eager", "module" (the
+    model compiled) or "step" (the whole training step compiled)."""
     model, inputs = make()
     # eps well above rounding: the keys' bias has a gradient of exactly 0 (it adds the same to every key's
     # score of a query), which rounding makes about 1e-9, and Adam's m / sqrt(v) would turn that noise into
@@ -131,11 +151,13 @@ def train(make, how: str):
     compiled = {"module": forward, "step": run}.get(how)
     if compiled is not None:
         assert len(compiled._cache) == 1 and None not in compiled._cache.values()
-    return losses, {k: p.detach().numpy() for k, p in model.named_parameters()}
+    state = [*model.named_parameters(), *model.named_buffers()]
+    return losses, {k: t.detach().numpy() for k, t in state}
 
 
 @pytest.mark.parametrize("how", ["module", "step"])
-@pytest.mark.parametrize("make", [lambda: gpt(True), lambda: gpt(False), block], ids=["gpt", "gpt_unnamed", "block"])
+@pytest.mark.parametrize("make", [lambda: gpt(True), lambda: gpt(False), block, conv_net],
+                         ids=["gpt", "gpt_unnamed", "block", "conv_net"])
 def test_a_model_trains_compiled_as_it_trains_eagerly(make, how):
     want_losses, want_params = train(make, "eager")
     got_losses, got_params = train(make, how)
