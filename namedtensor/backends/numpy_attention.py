@@ -127,8 +127,10 @@ def grad_block(p, lse, ds, delta) -> None:
 
 
 class Steps(NamedTuple):
-    """The elementwise steps of a block, in NumPy (:data:`NUMPY_STEPS`) or in kernels that compute the
-    same (nt.compile's Numba kernels); they run on the pool's threads, one block at a time."""
+    """The elementwise steps of a block and the layout of its products' second operands, in NumPy
+    (:data:`NUMPY_STEPS`) or in kernels that compute the same (nt.compile's Numba kernels, whose
+    ``transposed`` copies where NumPy's gives a view); they run on the pool's threads, one block at a
+    time."""
 
     softmax: Callable  # softmax_block
     grad: Callable  # grad_block
