@@ -7,7 +7,9 @@ against the same model trained eagerly: the same losses, parameters and buffers 
 statistics), and no part of the step left to run eagerly.
 """
 
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,73 +18,21 @@ import namedtensor as nt
 from namedtensor import nn
 from namedtensor.nn import functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from gpt_model import gpt_class
+
 VOCAB, BLOCK, WIDTH, HEADS, LAYERS, BATCH, STEPS = 20, 12, 16, 2, 2, 3, 4
 
 
-class Attention(nn.Module):
-    def __init__(self, named: bool):
-        super().__init__()
-        self.named = named
-        self.c_attn = nn.Linear("embed", "qkv", WIDTH, 3 * WIDTH) if named else nn.Linear(WIDTH, 3 * WIDTH)
-        self.c_proj = nn.Linear("embed", "embed", WIDTH, WIDTH) if named else nn.Linear(WIDTH, WIDTH)
-
-    def forward(self, x):
-        if self.named:
-            qkv = nt.rearrange(self.c_attn(x), "batch seq qkv=(three head d) -> three batch head seq d",
-                               three=3, head=HEADS)
-            q, k, v = qkv.unbind("three")
-            y = F.scaled_dot_product_attention(q, k.rename(seq="key"), v.rename(seq="key"), dim="d",
-                                               key_dim="key", is_causal=True)
-            return self.c_proj(nt.rearrange(y, "batch head seq d -> batch seq embed=(head d)"))
-        b, t, c = x.size()
-        q, k, v = (z.view(b, t, HEADS, c // HEADS).transpose(1, 2) for z in self.c_attn(x).split(c, dim=2))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
-
-
-class Block(nn.Module):
-    def __init__(self, named: bool):
-        super().__init__()
-        norm = (lambda: nn.LayerNorm("embed", WIDTH)) if named else (lambda: nn.LayerNorm(WIDTH))
-        self.ln_1, self.attn, self.ln_2 = norm(), Attention(named), norm()
-        self.c_fc = nn.Linear("embed", "mlp", WIDTH, 4 * WIDTH) if named else nn.Linear(WIDTH, 4 * WIDTH)
-        self.c_proj = nn.Linear("mlp", "embed", 4 * WIDTH, WIDTH) if named else nn.Linear(4 * WIDTH, WIDTH)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x))))
-
-
-class GPT(nn.Module):
-    def __init__(self, named: bool):
-        super().__init__()
-        self.named = named
-        if named:
-            self.wte = nn.Embedding(VOCAB, WIDTH, "embed")
-            self.wpe = nn.Embedding(BLOCK, WIDTH, "embed", vocab_dim="pos")
-            self.lm_head = nn.Linear("embed", "vocab", WIDTH, VOCAB, bias=False)
-            self.ln_f = nn.LayerNorm("embed", WIDTH)
-        else:
-            self.wte, self.wpe = nn.Embedding(VOCAB, WIDTH), nn.Embedding(BLOCK, WIDTH)
-            self.lm_head = nn.Linear(WIDTH, VOCAB, bias=False)
-            self.ln_f = nn.LayerNorm(WIDTH)
-        self.h = nn.ModuleList([Block(named) for _ in range(LAYERS)])
-        self.wte.weight = self.lm_head.weight
-
-    def forward(self, idx, targets, pos):
-        x = self.wte(idx) + self.wpe(pos)
-        for block in self.h:
-            x = block(x)
-        logits = self.lm_head(self.ln_f(x))
-        if self.named:
-            return F.cross_entropy(logits, targets, dim="vocab")
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+#: the GPT that bench/train_step.py times, at small sizes
+GPT = {named: gpt_class(nn, F, nt.rearrange if named else None, vocab=VOCAB, width=WIDTH, heads=HEADS, layers=LAYERS,
+                        block=BLOCK) for named in (True, False)}
 
 
 def gpt(named: bool):
     """The model with seeded weights (the same for every call) and its step's inputs."""
     nt.manual_seed(0)
-    model = GPT(named)
+    model = GPT[named]()
     tokens = np.random.default_rng(1).integers(0, VOCAB, (BATCH, BLOCK + 1))
     names = ("batch", "seq") if named else None
     x, y = (nt.tensor(np.ascontiguousarray(t), names=names) for t in (tokens[:, :-1], tokens[:, 1:]))
