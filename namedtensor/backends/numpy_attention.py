@@ -12,9 +12,10 @@ are kept for the backward, which recomputes a block's probabilities from them (F
 scheme); the materialised path kept every exponential, the size of the scores.  nt.compile's Numba
 kernels run the same blocks with their own elementwise steps (:class:`Steps`), and hand BLAS the
 operands it would read transposed (the scaled queries, the output's gradient) as contiguous copies
-with their axes swapped, which NumPy's transposing copy makes too slowly to gain.  Keeping the
-exponentials instead made the benchmark block's compiled step 1.3 to 1.7% faster, for 8 MB more at
-its peak; they grow as the square of the sequence (134 MB for its batch at 512 tokens).
+with their axes swapped, which NumPy's transposing copy makes too slowly to gain.  Their backward
+recomputes the exponentials too: keeping them made the benchmark block's compiled step 1.3 to 1.7%
+faster, for 8 MB more at its peak, and they grow as the square of the sequence (134 MB for its batch at
+512 tokens).
 
 The scores are key-major, ``(heads, key, query)``: the softmax reduces along the second-to-last
 axis, which NumPy vectorises across the contiguous rows.  The outputs and gradients are laid out as

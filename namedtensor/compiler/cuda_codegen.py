@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import math
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..ops.fusion import Chain
@@ -239,9 +240,7 @@ def softmax_columns_source(chain: Chain, in_dtypes: Sequence[str], in_shapes: Se
     lines, (result,) = formulas.forward(part, in_dtypes)
     out_type = C_TYPES[chain.members[-1].dtype]
     width, depth = COLUMN_BLOCK
-    size, inner = full[axis], 1
-    for n in full[axis + 1:]:
-        inner *= n
+    size, inner = full[axis], math.prod(full[axis + 1:])
     tiles = -(-inner // width)
     strides = [_read_strides(shape, full) for shape in in_shapes]
     out_strides = _read_strides(full, full)  # row-major (0 along a size-1 dim, whose index is 0)
@@ -312,9 +311,7 @@ def softmax_kernel(chain: Chain, inputs: Sequence[Value], outputs: Sequence[Valu
     dtype = outputs[0].dtype
     axis = formulas.split_reduction(chain)[2][0] % len(full)
     dtypes, shapes = [v.dtype for v in inputs], [tuple(v.shape) for v in inputs]
-    blocks, empty = 1, 0 in full
-    for n in full[:axis]:
-        blocks *= n
+    blocks, empty = math.prod(full[:axis]), 0 in full
     if axis == len(full) - 1:
         name, source, threads = softmax_source(chain, dtypes, shapes, full)
         block = (threads,)
