@@ -11,7 +11,7 @@ call per head.  Only the output and the log-sum-exp of each query's scores
 are kept for the backward, which recomputes a block's probabilities from them (FlashAttention's
 scheme); the materialised path kept every exponential, the size of the scores.  nt.compile's Numba
 kernels run the same blocks with their own elementwise steps (:class:`Steps`), and hand BLAS the
-operands it would read transposed (the scaled queries, the output's gradient) as contiguous copies
+operands it would read transposed (the queries and the output's gradient, scaled) as contiguous copies
 with their axes swapped, which NumPy's transposing copy makes too slowly to gain.  Their backward
 recomputes the exponentials too: keeping them made the benchmark block's compiled step 1.3 to 1.7%
 faster, for 8 MB more at its peak, and they grow as the square of the sequence (134 MB for its batch at
@@ -120,7 +120,8 @@ def transposed_block(a, scale):
 def grad_block(p, lse, ds, delta) -> None:
     """One block's probabilities and the scores' gradient, key-major ``(..., key, query)``: ``p`` (the
     scores) becomes ``exp(p - lse)`` and ``ds`` (``dP^T``) becomes ``p * (ds - delta)``, where ``lse`` and
-    ``delta`` (``rowsum(g * out)``) are ``(..., 1, query)`` and ``lse`` is +inf for a query with no key."""
+    ``delta`` (``rowsum(g * out)``, scaled as ``ds`` is) are ``(..., 1, query)`` and ``lse`` is +inf for a
+    query with no key."""
     np.subtract(p, lse, out=p)
     np.exp(p, out=p)
     np.subtract(ds, delta, out=ds)
@@ -184,16 +185,17 @@ def attention_backward(q, k, v, out, lse, g, *, scale: float, causal: bool, key_
         keep = None if key_keep is None else key_keep[at]
         for n, queries in enumerate(pieces):
             qat = at + (queries,)
-            qs = q[qat] * scale
-            gb = g[qat]
-            delta = np.expand_dims(np.vecdot(gb, out[qat]), -2)  # rowsum(dP * P) = rowsum(g * out)
-            ds = np.matmul(vb, steps.transposed(gb, 1))  # dP^T
-            p = _scores(kb, steps.transposed(qs, 1), queries, causal, keep)
+            qb, gb = q[qat], g[qat]
+            # dS^T times the scale, which dq and dk both carry, paid on g's transposed copy and on delta
+            # (rowsum(dP * P) = rowsum(g * out)) instead of a scaled copy of q and a pass over dq
+            delta = np.expand_dims(np.vecdot(gb, out[qat]), -2)
+            np.multiply(delta, scale, out=delta)
+            ds = np.matmul(vb, steps.transposed(gb, scale))  # dP^T
+            p = _scores(kb, steps.transposed(qb, scale), queries, causal, keep)
             steps.grad(p, np.expand_dims(lse[qat], -2), ds, delta)  # P^T and dS^T, key-major
             _accumulate(dv[at], p, gb, n)
             np.matmul(np.swapaxes(ds, -1, -2), kb, out=dq[qat])
-            np.multiply(dq[qat], scale, out=dq[qat])
-            _accumulate(dk[at], ds, qs, n)
+            _accumulate(dk[at], ds, qb, n)
 
     _run(_blocks(batch, n_query, n_key, budget, min_queries), work)
     return dq, dk, dv
