@@ -7,7 +7,8 @@ backward (attention's softmax over the keys) compute what the backend's hooks of
 NumPy backend takes a pass over a whole block per step; the exponentials are numba_math's vectorized
 ones, with products and sums contracted into fused multiply-adds (one rounding for two: values may
 differ from the hooks' by an ulp).  The norms' sums accumulate in float64 and their statistics come
-back in the input's dtype; the softmax sums in the input's dtype, as NumPy does.  Rows are split
+back in the input's dtype, from which the elementwise terms are computed in that dtype, as the hooks
+compute them; the softmax sums in the input's dtype, as NumPy does.  Rows are split
 among ``nt.get_num_threads()`` threads when there are enough of them (the kernels release the GIL);
 the weight's and the bias's gradients are summed per thread, then over the threads.  ``attention`` and its backward run the
 NumPy backend's blocks (numpy_attention.py) with each block's elementwise steps one call of a kernel
@@ -38,14 +39,15 @@ __all__ = ["norm_rows", "norm_rows_backward", "add_norm_rows", "add_norm_rows_ba
            "softmax_columns_backward", "attention", "attention_backward", "adam_"]
 
 #: elements of a block before it is split among threads: a hand-off costs about 30 microseconds, a row of
-#: a few hundred elements about a tenth of one (the benchmark block's norms, 2048 rows of 256, took 160 to
-#: 260 us a pass on one thread and 130 to 200 split in two)
+#: a few hundred elements about a tenth of one (the benchmark block's norms, 2048 rows of 256, take 90 to
+#: 200 us a pass on one thread and 100 to 165 split in two: the forwards about break even)
 _PARALLEL_FROM = 1 << 18
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract", "reassoc"})
 def _forward(first, last, x, res, h, w, b, y, mean, rstd, eps):
     n = x.shape[1]
+    zero = np.zeros(1, y.dtype)[0]
     for i in range(first, last):
         row = x[i]
         if h is not None:  # add_norm_rows: the sum is normalised while its row is in the cache
@@ -63,30 +65,37 @@ def _forward(first, last, x, res, h, w, b, y, mean, rstd, eps):
         for j in range(n):
             d = row[j] - m
             v += d * d
-        r = 1.0 / math.sqrt(v / n + eps)
-        rstd[i] = r
+        rstd[i] = 1.0 / math.sqrt(v / n + eps)
+        # the output from the statistics in the row's dtype, as the backend computes it: float32 lanes
+        # are twice float64's (the benchmark block's norm, 2048 rows of 256: 150 against 89 us)
+        r = rstd[i]
+        mu = zero if mean is None else mean[i]
         out = y[i]
         if w is None:
             for j in range(n):
-                out[j] = (row[j] - m) * r
+                out[j] = (row[j] - mu) * r
         elif b is None:
             for j in range(n):
-                out[j] = (row[j] - m) * r * w[j]
+                out[j] = (row[j] - mu) * r * w[j]
         else:
             for j in range(n):
-                out[j] = (row[j] - m) * r * w[j] + b[j]
+                out[j] = (row[j] - mu) * r * w[j] + b[j]
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract", "reassoc"})
 def _backward(first, last, x, g, mean, rstd, w, gx, gw, gb, g_add):
     n = x.shape[1]
+    # the elementwise terms in the row's dtype, as the forward's output: the float64 ones are rounded
+    # through this array first (Numba would widen a whole loop to float64 with them), the sums stay float64
+    terms = np.empty(2, x.dtype)
+    zero = np.zeros(1, x.dtype)[0]
     for i in range(first, last):
         row, grow = x[i], g[i]
-        m = 0.0 if mean is None else mean[i]
+        mu = zero if mean is None else mean[i]
         r = rstd[i]
         if gw is not None:
             for j in range(n):
-                gw[j] += grow[j] * ((row[j] - m) * r)
+                gw[j] += grow[j] * ((row[j] - mu) * r)
         if gb is not None:
             for j in range(n):
                 gb[j] += grow[j]
@@ -96,18 +105,21 @@ def _backward(first, last, x, g, mean, rstd, w, gx, gw, gb, g_add):
         s_u = 0.0
         for j in range(n):
             u = grow[j] if w is None else grow[j] * w[j]
-            s_uxhat += u * (row[j] - m)
+            s_uxhat += u * (row[j] - mu)
             s_u += u
-        c = s_uxhat * r / n
-        d = 0.0 if mean is None else s_u / n
+        terms[0] = s_uxhat * r / n
+        terms[1] = 0.0 if mean is None else s_u / n
+        c, d = terms[0], terms[1]
         out = gx[i]
-        for j in range(n):
-            u = grow[j] if w is None else grow[j] * w[j]
-            out[j] = r * (u - (row[j] - m) * r * c - d)
-        if g_add is not None:
+        if g_add is None:
+            for j in range(n):
+                u = grow[j] if w is None else grow[j] * w[j]
+                out[j] = r * (u - (row[j] - mu) * r * c - d)
+        else:
             extra = g_add[i]
             for j in range(n):
-                out[j] += extra[j]
+                u = grow[j] if w is None else grow[j] * w[j]
+                out[j] = r * (u - (row[j] - mu) * r * c - d) + extra[j]
 
 
 def _parts(rows: int, n: int) -> int:
