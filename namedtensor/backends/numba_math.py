@@ -49,6 +49,11 @@ pi/2 into a sum of two doubles (each difference's rounding error kept by TwoSum)
 ``__kernel_sin`` and ``__kernel_cos`` polynomials on that sum: within an ulp below ``TRIG_LIMIT``, and
 ``sin64_exact`` and ``cos64_exact`` (the C library's) beyond.
 Subnormal inputs are scaled into the normal range first.
+
+Numba's on-disk cache keys a kernel on its own file only.  The generated kernels carry this file's hash
+in their names (compiler/numba_codegen.py), but numba_kernels.py, which inlines these functions, does
+not: after editing this file in a source checkout, delete ``backends/__pycache__/numba_kernels.*.nb*``
+(an installed release writes all its files anew).
 """
 
 from __future__ import annotations
