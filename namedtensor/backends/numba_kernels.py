@@ -111,6 +111,8 @@ def _backward(first, last, x, g, mean, rstd, w, gx, gw, gb, g_add):
         terms[1] = 0.0 if mean is None else s_u / n
         c, d = terms[0], terms[1]
         out = gx[i]
+        # the residual's gradient added in the same loop: a pass of its own made the block's add + norm
+        # backward 205 to 221 us instead of 175 to 189 (1 thread)
         if g_add is None:
             for j in range(n):
                 u = grow[j] if w is None else grow[j] * w[j]
